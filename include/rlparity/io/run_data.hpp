@@ -1,0 +1,60 @@
+// The in-memory form of one rlparity run file (HDF5 schema v1, docs/hdf5-schema.md): what replay
+// and compare write, and what gate, summary and report read. Data flows one way:
+// replay/compare -> RunData -> write_run_file -> HDF5 -> read_run_file -> gate/report/summary.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace rlp {
+
+inline constexpr int kSchemaVersion = 1;
+
+struct RecipeResult {
+  std::string name;            // "bf16", "fp8-gen", ... or a source name for compare
+  nlohmann::json settings;     // full recipe and both paths' knobs (stored as JSON attribute "settings")
+  // Per response token, in sequence order, aligned with the response tokens of /inputs.
+  std::map<std::string, std::vector<double>> tokens;
+  // Per sequence (length S).
+  std::map<std::string, std::vector<double>> sequences;
+  // Per layer (length = number of layers; index 0 = embedding output is not included).
+  std::map<std::string, std::vector<double>> layers;
+  // Summary statistics, stored as attributes of /recipes/<name>.
+  std::map<std::string, double> summary;
+};
+
+struct RunData {
+  // Root attributes.
+  int schema_version = kSchemaVersion;
+  std::string tool_version;
+  std::string command_line;
+  std::string checkpoint_path;
+  std::string checkpoint_hash;  // hex digest of config + tensor bytes
+  std::string created;          // ISO 8601 UTC; not part of the determinism contract
+  uint64_t seed = 0;
+  nlohmann::json model_spec;    // stored as a JSON string attribute
+  nlohmann::json extra;         // other run-level attributes (backend, inputs path, ...), JSON
+
+  // /inputs: ragged token ids as flat + offsets.
+  std::vector<int32_t> token_ids;      // all sequences concatenated (prompt + response)
+  std::vector<int64_t> seq_offsets;    // S+1
+  std::vector<int32_t> prompt_lengths; // S
+  std::vector<std::string> seq_ids;    // S, the "id" of each input line
+  std::vector<double> engine_logprobs; // optional: a real engine's generation logprobs, per response token
+
+  std::vector<RecipeResult> recipes;
+
+  std::size_t num_sequences() const { return prompt_lengths.size(); }
+};
+
+// Writes through a temporary file in the same directory, renamed on success; on any failure the
+// temporary is removed and nothing is left at `path`. Refuses to overwrite unless `force`.
+void write_run_file(const std::string& path, const RunData& run, bool force);
+
+// Reads and checks a run file (schema version, required datasets, consistent lengths); every
+// problem is an InputError naming the file and the object.
+RunData read_run_file(const std::string& path);
+
+}  // namespace rlp

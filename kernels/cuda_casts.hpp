@@ -1,0 +1,21 @@
+// Host-callable wrappers around the CUDA cast/quantize kernels. Each kernel calls the shared
+// numerics in include/rlparity/numerics, so GPU and emulator casts are the same code.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "rlparity/numerics/formats.hpp"
+
+namespace rlp::cuda {
+
+// True when a CUDA device is usable; otherwise `why` says what is missing.
+bool device_available(std::string* why);
+
+// Casts n floats to fp8 codes on the device (host buffers in and out).
+void cast_to_fp8(const float* in, uint8_t* out, std::size_t n, num::Fp8Kind kind, num::Saturation sat);
+
+// Rounds n floats to bf16 bit patterns on the device.
+void cast_to_bf16(const float* in, uint16_t* out, std::size_t n);
+
+}  // namespace rlp::cuda

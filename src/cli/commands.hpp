@@ -1,0 +1,36 @@
+// The subcommands of the rlparity CLI. Each lives in its own file with a setup_* function that
+// binds its options and registers the action to run; main() only assembles them.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <utility>
+#include <vector>
+
+namespace rlp::cli {
+
+// Exit codes shared by every subcommand.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitViolation = 1;  // gate: a threshold was violated
+inline constexpr int kExitError = 2;      // bad usage or input, or a run that could not complete
+
+class CommandRegistry {
+ public:
+  void add(CLI::App* sub, std::function<int()> action) { commands_.emplace_back(sub, std::move(action)); }
+  int run_selected() const {
+    for (const auto& [sub, action] : commands_)
+      if (sub->parsed()) return action();
+    return kExitError;
+  }
+  static int error_exit_code() { return kExitError; }
+
+ private:
+  std::vector<std::pair<CLI::App*, std::function<int()>>> commands_;
+};
+
+void setup_selfcheck(CLI::App& app, CommandRegistry& registry);
+
+inline void register_all(CLI::App& app, CommandRegistry& registry) {
+  setup_selfcheck(app, registry);
+}
+
+}  // namespace rlp::cli

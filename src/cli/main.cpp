@@ -1,0 +1,28 @@
+// rlparity command line: assembles the subcommands (one file each) and turns errors into exit codes.
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include "cli/commands.hpp"
+#include "rlparity/util/error.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"rlparity: generation vs training logprob divergence across precisions"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", RLPARITY_VERSION);
+  rlp::cli::CommandRegistry registry;
+  rlp::cli::register_all(app, registry);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  try {
+    return registry.run_selected();
+  } catch (const rlp::Error& e) {
+    fmt::print(stderr, "rlparity: error: {}\n", e.what());
+    return registry.error_exit_code();
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "rlparity: internal error: {}\n", e.what());
+    return 3;
+  }
+}
