@@ -3,6 +3,7 @@
 #pragma once
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -12,6 +13,12 @@ namespace rlp::cli {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitViolation = 1;  // gate: a threshold was violated
 inline constexpr int kExitError = 2;      // bad usage or input, or a run that could not complete
+
+// The command line as the user typed it (recorded in output files).
+inline std::string& invocation() {
+  static std::string s;
+  return s;
+}
 
 class CommandRegistry {
  public:
@@ -28,9 +35,11 @@ class CommandRegistry {
 };
 
 void setup_selfcheck(CLI::App& app, CommandRegistry& registry);
+void setup_replay(CLI::App& app, CommandRegistry& registry);
 
 inline void register_all(CLI::App& app, CommandRegistry& registry) {
   setup_selfcheck(app, registry);
+  setup_replay(app, registry);
 }
 
 }  // namespace rlp::cli

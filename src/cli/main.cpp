@@ -6,6 +6,7 @@
 #include "rlparity/util/error.hpp"
 
 int main(int argc, char** argv) {
+  for (int i = 0; i < argc; ++i) rlp::cli::invocation() += (i ? " " : "") + std::string(argv[i]);
   CLI::App app{"rlparity: generation vs training logprob divergence across precisions"};
   app.require_subcommand(1);
   app.set_version_flag("--version", RLPARITY_VERSION);

@@ -5,6 +5,9 @@
 namespace rlp {
 namespace {
 std::atomic<int> g_threads{0};
+// Set on worker threads: a parallel_for nested inside another runs serially on its caller, so
+// sequence-level and GEMM-level parallelism compose without oversubscription.
+thread_local bool t_in_worker = false;
 }
 
 void set_thread_count(int n) { g_threads = n < 0 ? 0 : n; }
@@ -21,7 +24,7 @@ void parallel_for(std::size_t n, std::size_t grain, const std::function<void(std
   grain = std::max<std::size_t>(grain, 1);
   const std::size_t max_tasks = (n + grain - 1) / grain;
   const std::size_t workers = std::min<std::size_t>(static_cast<std::size_t>(thread_count()), max_tasks);
-  if (workers <= 1) {
+  if (workers <= 1 || t_in_worker) {
     fn(0, n);
     return;
   }
@@ -34,6 +37,7 @@ void parallel_for(std::size_t n, std::size_t grain, const std::function<void(std
     const std::size_t b = w * per, e = std::min(n, b + per);
     if (b >= e) break;
     threads.emplace_back([&, b, e] {
+      t_in_worker = true;
       try {
         fn(b, e);
       } catch (...) {

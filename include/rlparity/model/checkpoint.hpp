@@ -1,0 +1,72 @@
+// A Hugging Face checkpoint directory (config.json + model.safetensors, or shards listed in
+// model.safetensors.index.json), memory-mapped and validated before any tensor is used: the
+// weights are never copied whole, so an 8B checkpoint opens without 2x its size in RAM.
+//
+// Sizes are checked when a file is opened (every tensor's byte range lies inside the file) and
+// re-checked (size and mtime) just before the validation pass reads the bytes. A file truncated or
+// rewritten while a Checkpoint has it mapped is NOT supported: reading a page past a truncated end
+// raises SIGBUS. Do not modify checkpoint files while rlparity runs on them.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rlparity/model/model_spec.hpp"
+
+namespace rlp {
+
+enum class DType { f32, bf16, f16 };
+const char* dtype_name(DType d);
+std::size_t dtype_size(DType d);
+
+struct TensorView {
+  std::string name;
+  std::string file;  // the safetensors file that holds it
+  DType dtype = DType::f32;
+  std::vector<int64_t> shape;
+  const uint8_t* data = nullptr;  // into the mapping, valid while the Checkpoint lives
+  std::size_t nbytes = 0;
+
+  int64_t numel() const;
+  // Element i widened exactly to float / double.
+  float at(int64_t i) const;
+  void to_float(float* out) const;   // exact widening (bf16/f16/f32 -> f32)
+  void to_double(double* out) const;
+};
+
+// XXH64 (the published xxHash 64-bit algorithm) of n bytes: the building block of content_hash().
+uint64_t xxh64(const void* data, std::size_t n, uint64_t seed = 0);
+
+struct CheckpointOptions {
+  bool allow_nonfinite = false;  // NaN/inf in weights are an error unless this is set
+};
+
+class Checkpoint {
+ public:
+  // Opens, maps and validates everything; throws InputError naming the file, tensor and problem.
+  static Checkpoint open(const std::string& dir, const CheckpointOptions& options = {});
+
+  const std::string& dir() const;
+  const ModelSpec& spec() const;
+  bool has(const std::string& name) const;
+  const TensorView& tensor(const std::string& name) const;  // InputError if absent
+  const std::map<std::string, TensorView>& tensors() const;
+  // 64-bit content hash (16 hex digits) of config.json and every tensor's name, dtype, shape and
+  // bytes; deterministic and independent of the thread count (see src/model/checkpoint.cpp).
+  const std::string& content_hash() const;
+  // Tensors present in the files that the architecture does not use (listed, never silently ignored).
+  const std::vector<std::string>& unused_tensors() const;
+
+  Checkpoint(Checkpoint&&) noexcept;
+  Checkpoint& operator=(Checkpoint&&) noexcept;
+  ~Checkpoint();
+
+ private:
+  struct Impl;
+  explicit Checkpoint(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rlp

@@ -1,0 +1,61 @@
+// Writing checkpoints in the real Hugging Face on-disk format: safetensors files and random
+// checkpoints of every supported architecture (tests, benchmarks, tools/rlparity_make_checkpoint).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "rlparity/model/checkpoint.hpp"
+
+namespace rlp {
+
+struct TensorData {
+  std::string name;
+  DType dtype = DType::f32;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;  // little-endian elements, numel * dtype_size(dtype) bytes
+};
+
+// Encodes float values in `dtype` (bf16/f16 rounded to nearest even). values.size() must equal
+// the shape's element count.
+TensorData make_tensor(const std::string& name, DType dtype, std::vector<int64_t> shape,
+                       const std::vector<float>& values);
+
+// Writes one safetensors file: 8-byte length, JSON header (padded with spaces to a multiple of 8,
+// as the reference writer does), then the tensors' bytes in the given order.
+void write_safetensors(const std::string& path, const std::vector<TensorData>& tensors,
+                       const nlohmann::json& metadata = nlohmann::json::object());
+
+struct RandomCheckpointOptions {
+  std::string arch = "llama";  // llama | llama3 | qwen2 | qwen3 | mistral
+  int hidden = 64;
+  int intermediate = 172;
+  int layers = 2;
+  int heads = 4;
+  int kv_heads = 2;
+  int head_dim = 0;  // 0: hidden / heads (written to config.json when given, always for qwen3)
+  int vocab = 256;
+  int max_pos = 512;
+  DType dtype = DType::f32;
+  bool tied = false;
+  int shards = 1;  // > 1: model-0000k-of-0000N.safetensors + model.safetensors.index.json
+  uint64_t seed = 0;
+  std::string out;
+  int outlier_layer = -1;      // >= 0: scale one input channel of this layer's q/k/v/gate/up
+  double outlier_scale = 1.0;
+  int outlier_channel = 0;
+};
+
+// The config.json the generator writes for `o`.
+nlohmann::json random_checkpoint_config(const RandomCheckpointOptions& o);
+
+// Writes config.json and the weights to o.out (created if needed). Deterministic in o (its own
+// Box-Muller normals from std::mt19937_64, one stream per tensor seeded from seed and name, so a
+// bf16 checkpoint holds the f32 one's values rounded). Scales: embeddings/lm_head N(0, (2/sqrt(H))^2)
+// so logits are spread but not saturated, projections N(0, 1/fan_in) (o/down additionally
+// / sqrt(2 layers)), norm weights 1 + N(0, 0.1^2), biases N(0, 0.1^2).
+void write_random_checkpoint(const RandomCheckpointOptions& o);
+
+}  // namespace rlp

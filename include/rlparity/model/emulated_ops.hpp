@@ -1,0 +1,69 @@
+// The CPU kernel paths: every op of the forward with the rounding points, scales and accumulation
+// order of the engine a PathStyle names, in float (bf16/fp16/fp8 values are held exactly in float
+// and rounded explicitly where the engine rounds). Transcendentals (exp, cos, 1/sqrt) use the host
+// libm, correctly rounded or within 1 ulp: GPU fast-math intrinsics differ there by a few ulp.
+#pragma once
+#include <Eigen/Core>
+#include <vector>
+
+#include "rlparity/model/kernel_style.hpp"
+#include "rlparity/model/model_spec.hpp"
+#include "rlparity/model/weights.hpp"
+
+namespace rlp {
+
+// Per-layer per-tensor fp8 KV-cache scales (dequantization multipliers), used when a style has an
+// fp8 KV cache. q_scale is used by fp8 attention (FlashAttention-3 style).
+struct KvScales {
+  std::vector<float> q, k, v;
+  bool empty() const { return k.empty(); }
+};
+
+class EmulatedOps {
+ public:
+  using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  struct Cache {
+    std::vector<Mat> k, v;  // per layer [capacity x kv_heads*head_dim], values as the cache holds them
+    int length = 0;
+  };
+
+  EmulatedOps(const ModelSpec& spec, const PreparedWeights& weights, const PathStyle& style,
+              const KvScales* kv_scales = nullptr);
+
+  const ModelSpec& spec() const { return spec_; }
+  const PathStyle& style() const { return style_; }
+  Cache new_cache(int capacity) const;
+
+  void embed(const int32_t* tokens, int n, Mat& h) const;
+  // resid += delta (if any) in the residual format, out = RMSNorm(resid) * weight (layer == spec.layers
+  // with slot final is the model's last norm).
+  void add_norm(Mat& resid, const Mat* delta, int layer, NormSlot slot, Mat& out) const;
+  void residual_sum(const Mat& resid, const Mat& delta, Mat& out) const;
+  void linear(const Mat& x, int layer, Proj p, Mat& y) const;
+  void head_norm(Mat& x, int layer, Proj which) const;
+  void rope(Mat& q, Mat& k, int pos0) const;
+  void attention(int layer, const Mat& q, const Mat& k, const Mat& v, int pos0, Cache& cache, Mat& out) const;
+  void silu_mul(const Mat& gate, const Mat& up, Mat& out) const;
+  void logprobs(const Mat& xn, Mat& out) const;
+
+  // Used by calibration: the amax observers see q/k/v after RoPE of each call.
+  struct QkvObserver {
+    virtual ~QkvObserver() = default;
+    virtual void observe(int layer, const Mat& q, const Mat& k, const Mat& v) = 0;
+  };
+  void set_qkv_observer(QkvObserver* obs) const { observer_ = obs; }
+
+ private:
+  float round_act(float x) const;
+  void gemm(const Mat& x, const PreparedLinear& lin, Mat& y, bool out_fp32) const;
+  void rms_norm_row(const float* z_for_var, const float* z, const float* w, int n, float* out) const;
+
+  const ModelSpec& spec_;
+  const PreparedWeights& w_;
+  PathStyle style_;
+  KvScales kv_scales_;
+  std::vector<float> inv_freq_;
+  mutable QkvObserver* observer_ = nullptr;
+};
+
+}  // namespace rlp

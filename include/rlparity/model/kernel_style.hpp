@@ -1,0 +1,74 @@
+// A kernel path is a named set of numerical choices (DESIGN section 3), not a copy of the model
+// code: the forward is written once and asks its style how each op rounds and orders. Every field
+// here is a knob a user can flip per path (--gen-<knob> / --train-<knob>) and that attribution
+// can blame mismatch on; the table in kernel_style.cpp is the single list of them.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "rlparity/numerics/gemm.hpp"
+#include "rlparity/numerics/scaling.hpp"
+
+namespace rlp {
+
+enum class ActDtype { bf16, fp16 };         // storage format of activations and non-fp8 weights
+enum class SequenceMode { decode, teacher_forced };
+enum class AttentionKind { flash, split_kv };
+enum class KvCacheDtype { bf16, fp8 };
+enum class NormKind { fused_add, unfused };  // vLLM fused_add_rms_norm vs TE/Megatron RMSNorm
+enum class ResidualDtype { act, fp32 };
+
+struct PathStyle {
+  std::string name;  // "gen" or "train"
+  SequenceMode mode = SequenceMode::teacher_forced;
+  int batch = 1;  // decode batch size: the M that kernel selection sees during decode
+
+  ActDtype act = ActDtype::bf16;
+  bool fp8_linear = false;
+  int bf16_first_layers = 0;  // on an fp8 path, keep these decoder layers' linears in act dtype
+  int bf16_last_layers = 0;
+  num::ScaleConvention weight_quant = num::ScaleConvention::te;
+  num::ScaleConvention act_quant = num::ScaleConvention::te;
+  bool pow2_scales = false;
+  num::Promotion fp8_promotion = num::Promotion::cublaslt;
+  num::SliceAccum fp8_accum = num::SliceAccum::fp32;
+
+  int split_k = 1;  // 0 = auto: chosen from M like a decode-tuned heuristic (see gemm_config_for)
+  int k_chunk = 0;
+
+  AttentionKind attention = AttentionKind::flash;
+  int split_kv_partition = 512;  // positions per partition for split_kv
+  int attn_block = 128;          // KV positions per online-softmax block
+  bool attn_p_round = true;      // P rounded to act dtype (fp8 with an fp8 KV cache) before P.V
+  KvCacheDtype kv_cache = KvCacheDtype::bf16;
+
+  NormKind norm = NormKind::unfused;
+  ResidualDtype residual = ResidualDtype::act;
+  bool rope_table_rounded = false;  // cos/sin tables rounded to act dtype
+  bool mlp_fused = false;           // silu(gate)*up in fp32 with one rounding
+  bool logits_fp32 = false;         // lm_head output kept fp32 instead of act dtype
+
+  // True when decoder layer `layer` (0-based) of a model with `num_layers` runs fp8 linears.
+  bool layer_is_fp8(int layer, int num_layers) const;
+  // GEMM configuration for a linear with M rows of input and K inner dimension.
+  num::GemmConfig gemm_config(int m, int k) const;
+  nlohmann::json to_json() const;
+};
+
+// Default styles of DESIGN section 3 (before a recipe sets precisions).
+PathStyle default_generation_style();
+PathStyle default_training_style();
+
+// The knob table: name, allowed values (for help), and how to set/read it as a string.
+struct KnobInfo {
+  std::string name;
+  std::string values;  // e.g. "flash|split-kv:P"
+  std::string help;
+};
+const std::vector<KnobInfo>& knob_table();
+// Sets knob `name` to `value`; InputError naming the knob and the accepted values on failure.
+void set_knob(PathStyle& style, const std::string& name, const std::string& value);
+std::string get_knob(const PathStyle& style, const std::string& name);
+
+}  // namespace rlp

@@ -1,0 +1,48 @@
+// What a checkpoint's config.json says about the network: architecture, shapes, RoPE, norms.
+// Parsed once, validated strictly: an unsupported architecture or option is refused by name.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace rlp {
+
+enum class Arch { llama, qwen2, qwen3, mistral };
+
+struct RopeScaling {
+  enum class Type { none, llama3 } type = Type::none;
+  double factor = 1.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int original_max_position_embeddings = 8192;
+};
+
+struct ModelSpec {
+  Arch arch = Arch::llama;
+  std::string arch_name;  // as in config.json, e.g. "LlamaForCausalLM"
+  int hidden = 0;
+  int intermediate = 0;
+  int layers = 0;
+  int heads = 0;
+  int kv_heads = 0;
+  int head_dim = 0;  // explicit in Qwen3 configs, hidden / heads otherwise
+  int vocab = 0;
+  int max_positions = 0;
+  double rms_eps = 1e-6;
+  double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
+  bool tied_embeddings = false;
+  bool qkv_bias = false;  // Qwen2
+  bool qk_norm = false;   // Qwen3: per-head RMSNorm on q and k before RoPE
+  int bos_token = -1;
+  int eos_token = -1;
+
+  nlohmann::json to_json() const;
+};
+
+// Parses and validates a config.json object; `source` (the file path) is named in every error.
+ModelSpec parse_model_spec(const nlohmann::json& config, const std::string& source);
+
+// Hugging Face tensor names.
+std::string layer_tensor_name(int layer, const std::string& suffix);  // "model.layers.{i}.{suffix}"
+
+}  // namespace rlp

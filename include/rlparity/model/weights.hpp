@@ -1,0 +1,64 @@
+// Weights prepared for one kernel path ("refit"): every tensor in the form that path's kernels
+// read: act-dtype values (bf16/fp16, held exactly in float), fp8 codes with block scales for fp8
+// linears, or float64 for the oracle. Prepared once per distinct form and shared between recipes.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "rlparity/model/checkpoint.hpp"
+#include "rlparity/model/kernel_style.hpp"
+#include "rlparity/numerics/quantize.hpp"
+
+namespace rlp {
+
+enum class Proj { q, k, v, o, gate, up, down };
+enum class NormSlot { input, post, final };
+inline constexpr int kNumProj = 7;
+
+struct PreparedLinear {
+  int out = 0;
+  int in = 0;
+  bool fp8 = false;
+  std::vector<float> w;     // [out x in] act-dtype values, when !fp8
+  num::Fp8Tensor wq;        // 128x128-block fp8, when fp8
+  std::vector<float> bias;  // act-dtype values; empty when the layer has none
+};
+
+struct PreparedLayer {
+  PreparedLinear proj[kNumProj];
+  std::vector<float> input_norm, post_norm, q_norm, k_norm;
+  const PreparedLinear& operator[](Proj p) const { return proj[static_cast<int>(p)]; }
+};
+
+struct PreparedWeights {
+  std::vector<float> embed;  // [vocab x hidden]
+  std::vector<PreparedLayer> layers;
+  std::vector<float> final_norm;
+  PreparedLinear lm_head;  // always act dtype: fp8 recipes quantize decoder linears only
+};
+
+// The part of a style that decides the prepared form: two styles with equal keys share weights.
+std::string weights_key(const PathStyle& style);
+PreparedWeights prepare_weights(const Checkpoint& ckpt, const PathStyle& style);
+
+// Oracle weights: every tensor widened exactly to double, no rounding.
+struct OracleLinear {
+  int out = 0, in = 0;
+  std::vector<double> w, bias;
+};
+struct OracleLayer {
+  OracleLinear proj[kNumProj];
+  std::vector<double> input_norm, post_norm, q_norm, k_norm;
+  const OracleLinear& operator[](Proj p) const { return proj[static_cast<int>(p)]; }
+};
+struct OracleWeights {
+  std::vector<double> embed;
+  std::vector<OracleLayer> layers;
+  std::vector<double> final_norm;
+  OracleLinear lm_head;
+};
+OracleWeights prepare_oracle_weights(const Checkpoint& ckpt);
+
+const char* proj_tensor_suffix(Proj p);  // "self_attn.q_proj", ...
+
+}  // namespace rlp

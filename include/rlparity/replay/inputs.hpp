@@ -1,0 +1,33 @@
+// Replay inputs: one JSON object per line (JSONL), e.g.
+//   {"id": "q1", "prompt": [1, 2, 3], "response": [4, 5], "logprobs": [-0.1, -2.3]}
+// "id" (string or integer, required, unique), "prompt" (non-empty array of token ids, required),
+// "response" (non-empty array of token ids, optional: absent means "sample one"), "logprobs"
+// (optional, a real engine's generation logprob of each response token; needs "response", same
+// length). No other keys. Blank lines are skipped.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace rlp {
+
+struct InputSequence {
+  std::string id;                       // integer ids are stored in decimal
+  std::vector<int32_t> prompt;
+  std::vector<int32_t> response;
+  bool has_response = false;            // false: replay samples a response
+  std::vector<double> engine_logprobs;  // optional "logprobs", same length as response
+  int line = 0;                         // 1-based line number in the file
+};
+
+inline constexpr std::size_t kMaxInputLineBytes = std::size_t{64} << 20;  // 64 MiB
+
+// Reads and validates the whole file. Every problem is an rlp::InputError naming the file and the
+// 1-based line number: malformed JSON, not an object, unknown key (the message lists the allowed
+// keys), missing/empty id or prompt, non-integer token ids, ids outside [0, vocab_size),
+// prompt + response longer than max_context, logprobs without response or of a different length,
+// a duplicate id (naming the first line), a line over 64 MiB; and for the file: missing,
+// unreadable, a directory, or holding no sequences.
+std::vector<InputSequence> read_inputs_jsonl(const std::string& path, int vocab_size, int max_context);
+
+}  // namespace rlp

@@ -1,0 +1,42 @@
+// Replay: for each recipe, the generation path (prefill + token-by-token decode with a KV cache)
+// and the training path (teacher-forced) run over identical tokens and weights, the float64 oracle
+// runs once, and every response token's full-vocabulary distributions are reduced to the per-token
+// metrics of DESIGN section 5 as they stream by (memory grows with one sequence, not the run).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "rlparity/io/run_data.hpp"
+#include "rlparity/model/checkpoint.hpp"
+#include "rlparity/replay/inputs.hpp"
+#include "rlparity/replay/recipe.hpp"
+
+namespace rlp {
+
+enum class KvScaleMethod { nemo, vllm };
+
+struct ReplayOptions {
+  std::vector<std::string> recipes{"bf16", "fp8-gen", "fp8-e2e"};
+  RecipeOptions recipe;
+  // Sampling of responses for inputs that have none: once, from this recipe's generation path.
+  std::string sample_recipe = "bf16";
+  int max_new_tokens = 32;
+  double temperature = 1.0;
+  uint64_t seed = 0;
+  // fp8 KV-cache scales: recalibrated on the replayed checkpoint, or taken from another (stale).
+  KvScaleMethod kv_scale_method = KvScaleMethod::nemo;
+  std::string kv_scales_stale_dir;  // empty: recalibrated
+  double is_cap = 2.0;
+  bool oracle = true;
+};
+
+using ProgressFn = std::function<void(int64_t tokens_done, int64_t tokens_total)>;
+
+// Fills in missing responses (sampling), then runs every recipe. `inputs` gains the sampled
+// responses. Throws InputError for bad options.
+RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, const ReplayOptions& options,
+                   const ProgressFn& progress = {});
+
+}  // namespace rlp

@@ -1,0 +1,167 @@
+// `rlparity replay`: replays inputs through each recipe's generation and training paths and the
+// float64 oracle, writes the run file (HDF5 schema v1) and prints the per-recipe summary.
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <sstream>
+
+#include "cli/commands.hpp"
+#include "rlparity/io/run_data.hpp"
+#include "rlparity/metrics/summary_table.hpp"
+#include "rlparity/model/checkpoint.hpp"
+#include "rlparity/replay/replay.hpp"
+#include "rlparity/util/error.hpp"
+#include "rlparity/util/fixtures.hpp"
+#include "rlparity/util/parallel.hpp"
+
+namespace rlp::cli {
+namespace {
+namespace fs = std::filesystem;
+
+struct ReplayArgs {
+  std::string checkpoint, inputs, recipes = "bf16,fp8-gen,fp8-e2e", out = "rlparity-replay.h5";
+  std::string kv_scales = "recalibrated", kv_scale_method = "nemo", backend = "cpu";
+  bool force = false, quiet = false, no_oracle = false, allow_nonfinite = false;
+  int threads = 0;
+  ReplayOptions opt;
+  std::vector<std::string> gen_knob_values, train_knob_values;  // parallel to knob_table()
+  std::string command_line;
+};
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+// Fails before any work when the output cannot be written, so a long run never ends in an error.
+void check_output_path(const std::string& out, bool force) {
+  const fs::path p = fs::absolute(out);
+  std::error_code ec;
+  if (fs::exists(p, ec) && !force) RLP_THROW_INPUT("output {} exists; pass --force to overwrite it", out);
+  if (fs::is_directory(p, ec)) RLP_THROW_INPUT("output {} is a directory", out);
+  const fs::path dir = p.parent_path();
+  if (!fs::is_directory(dir, ec)) RLP_THROW_INPUT("output directory {} does not exist", dir.string());
+  if (access(dir.c_str(), W_OK) != 0) RLP_THROW_INPUT("output directory {} is not writable", dir.string());
+}
+
+class ProgressBar {
+ public:
+  explicit ProgressBar(bool enabled) : enabled_(enabled), start_(std::chrono::steady_clock::now()) {}
+  void update(int64_t done, int64_t total) {
+    if (!enabled_) return;
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const double rate = secs > 0 ? static_cast<double>(done) / secs : 0.0;
+    const double eta = rate > 0 ? static_cast<double>(total - done) / rate : 0.0;
+    const int width = 30;
+    const int filled = total > 0 ? static_cast<int>(width * done / total) : width;
+    fmt::print(stderr, "\r[{:<{}}] {}/{} tokens  {:.0f} tok/s  ETA {:.0f}s ", std::string(static_cast<std::size_t>(filled), '#'),
+               width, done, total, rate, eta);
+    if (done >= total) fmt::print(stderr, "\n");
+  }
+
+ private:
+  bool enabled_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+int run(ReplayArgs& a) {
+  if (a.backend != "cpu") {
+#ifdef RLPARITY_HAVE_CUDA
+    RLP_THROW_INPUT("--backend {}: the CUDA replay backend is not implemented yet (only CUDA cast kernels are built)", a.backend);
+#else
+    RLP_THROW_INPUT("--backend {}: this build has no CUDA backend (the CUDA toolkit was not found at build time)", a.backend);
+#endif
+  }
+  set_thread_count(a.threads);
+  check_output_path(a.out, a.force);
+  const std::string fixtures = (a.checkpoint.empty() || a.inputs.empty()) ? fixtures_dir() : std::string();
+  if (a.checkpoint.empty()) a.checkpoint = fixtures + "/models/stories260K";
+  if (a.inputs.empty()) a.inputs = fixtures + "/inputs/stories260K-prompts.jsonl";
+
+  CheckpointOptions co;
+  co.allow_nonfinite = a.allow_nonfinite;
+  const Checkpoint ckpt = Checkpoint::open(a.checkpoint, co);
+  if (!ckpt.unused_tensors().empty()) {
+    std::string names;
+    for (const auto& n : ckpt.unused_tensors()) names += " " + n;
+    fmt::print(stderr, "rlparity: note: {} tensor(s) in {} are not used by {}:{}\n", ckpt.unused_tensors().size(),
+               a.checkpoint, ckpt.spec().arch_name, names);
+  }
+  std::vector<InputSequence> inputs = read_inputs_jsonl(a.inputs, ckpt.spec().vocab, ckpt.spec().max_positions);
+
+  ReplayOptions& opt = a.opt;
+  opt.recipes = split_list(a.recipes);
+  if (a.kv_scales.rfind("stale:", 0) == 0) {
+    opt.kv_scales_stale_dir = a.kv_scales.substr(6);
+  } else if (a.kv_scales != "recalibrated") {
+    RLP_THROW_INPUT("--kv-scales: expected 'recalibrated' or 'stale:DIR', got '{}'", a.kv_scales);
+  }
+  opt.kv_scale_method = a.kv_scale_method == "vllm" ? KvScaleMethod::vllm : KvScaleMethod::nemo;
+  opt.oracle = !a.no_oracle;
+  const auto& knobs = knob_table();
+  for (std::size_t i = 0; i < knobs.size(); ++i) {
+    if (!a.gen_knob_values[i].empty()) opt.recipe.gen_knobs.emplace_back(knobs[i].name, a.gen_knob_values[i]);
+    if (!a.train_knob_values[i].empty()) opt.recipe.train_knobs.emplace_back(knobs[i].name, a.train_knob_values[i]);
+  }
+
+  ProgressBar bar(!a.quiet && isatty(STDERR_FILENO));
+  RunData run = run_replay(ckpt, inputs, opt, [&](int64_t d, int64_t t) { bar.update(d, t); });
+  run.command_line = a.command_line;
+  run.extra["inputs"] = a.inputs;
+  write_run_file(a.out, run, a.force);
+  if (!a.quiet) {
+    fmt::print("{}", format_summary_table(run.recipes));
+    fmt::print("wrote {} ({} sequences, {} response tokens, {} recipes)\n", a.out, run.num_sequences(),
+               run.recipes.empty() ? 0 : run.recipes[0].tokens.at("logp_gen").size(), run.recipes.size());
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void setup_replay(CLI::App& app, CommandRegistry& registry) {
+  auto args = std::make_shared<ReplayArgs>();
+  auto* sub = app.add_subcommand("replay", "Replay inputs through generation- and training-style kernel paths");
+  sub->add_option("--checkpoint", args->checkpoint, "Hugging Face checkpoint directory (default: bundled stories260K)");
+  sub->add_option("--inputs", args->inputs, "JSONL inputs: {\"id\", \"prompt\": [ids], \"response\": [ids]?, \"logprobs\": [..]?}");
+  sub->add_option("--recipes", args->recipes, "comma-separated: bf16, fp8-gen, fp8-e2e, fp8-e2e-kv, fp16")->capture_default_str();
+  sub->add_option("--out,-o", args->out, "output HDF5 run file")->capture_default_str();
+  sub->add_flag("--force", args->force, "overwrite an existing output file");
+  sub->add_option("--threads", args->threads, "worker threads (0 = all cores); results do not depend on it");
+  sub->add_option("--seed", args->opt.seed, "seed for sampled responses")->capture_default_str();
+  sub->add_option("--sample-recipe", args->opt.sample_recipe, "recipe whose generation path samples missing responses")->capture_default_str();
+  sub->add_option("--max-new-tokens", args->opt.max_new_tokens, "tokens sampled per missing response")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--temperature", args->opt.temperature, "sampling temperature (0 = greedy)")->capture_default_str()->check(CLI::Range(0.0, 100.0));
+  sub->add_option("--bf16-first-layers", args->opt.recipe.bf16_first_layers, "keep the first N decoder layers in bf16 on fp8 paths")->check(CLI::NonNegativeNumber);
+  sub->add_option("--bf16-last-layers", args->opt.recipe.bf16_last_layers, "keep the last N decoder layers in bf16 on fp8 paths")->check(CLI::NonNegativeNumber);
+  sub->add_flag("--pow2-scales", args->opt.recipe.pow2_scales, "power-of-2 fp8 scales on fp8 paths");
+  sub->add_option("--kv-scales", args->kv_scales, "fp8 KV-cache scales: recalibrated, or stale:DIR (calibrated on an earlier checkpoint)")->capture_default_str();
+  sub->add_option("--kv-scale-method", args->kv_scale_method, "nemo (p99.9 amax x 1.05 / 448) or vllm (amax/200, amax/100)")
+      ->check(CLI::IsMember({"nemo", "vllm"}))->capture_default_str();
+  sub->add_option("--is-cap", args->opt.is_cap, "importance-ratio cap C for truncated/masked IS fractions")->capture_default_str();
+  sub->add_flag("--no-oracle", args->no_oracle, "skip the float64 oracle");
+  sub->add_flag("--allow-nonfinite", args->allow_nonfinite, "accept NaN/inf in weights");
+  sub->add_option("--backend", args->backend, "cpu (default) or cuda")->capture_default_str();
+  sub->add_flag("--quiet,-q", args->quiet, "no progress bar or summary");
+  const auto& knobs = knob_table();
+  args->gen_knob_values.resize(knobs.size());
+  args->train_knob_values.resize(knobs.size());
+  for (std::size_t i = 0; i < knobs.size(); ++i) {
+    sub->add_option("--gen-" + knobs[i].name, args->gen_knob_values[i], "generation path: " + knobs[i].help + " (" + knobs[i].values + ")")
+        ->group("Generation-path knobs");
+    sub->add_option("--train-" + knobs[i].name, args->train_knob_values[i], "training path: " + knobs[i].help + " (" + knobs[i].values + ")")
+        ->group("Training-path knobs");
+  }
+  registry.add(sub, [args] {
+    args->command_line = invocation();
+    return run(*args);
+  });
+}
+
+}  // namespace rlp::cli

@@ -1,0 +1,295 @@
+#include "io/h5_util.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace rlp::h5 {
+
+namespace {
+
+herr_t walk_cb(unsigned n, const H5E_error2_t* err, void* data) {
+  auto* lines = static_cast<std::vector<std::string>*>(data);
+  (void)n;
+  std::string s;
+  if (err->func_name) s += err->func_name;
+  if (err->desc && *err->desc) {
+    if (!s.empty()) s += ": ";
+    s += err->desc;
+  }
+  lines->push_back(std::move(s));
+  return 0;
+}
+
+Id dataspace_1d(std::size_t n) {
+  const hsize_t dims[1] = {static_cast<hsize_t>(n)};
+  return make_id(H5Screate_simple(1, dims, dims), H5Sclose, "create dataspace");
+}
+
+Id vlen_string_type() {
+  Id t = make_id(H5Tcopy(H5T_C_S1), H5Tclose, "copy string type");
+  check_status(H5Tset_size(t.get(), H5T_VARIABLE), "set variable string size");
+  check_status(H5Tset_cset(t.get(), H5T_CSET_UTF8), "set string charset");
+  return t;
+}
+
+herr_t reclaim(hid_t type, hid_t space, void* buf) {
+#if H5_VERSION_GE(1, 12, 0)
+  return H5Treclaim(type, space, H5P_DEFAULT, buf);
+#else
+  return H5Dvlen_reclaim(type, space, H5P_DEFAULT, buf);
+#endif
+}
+
+herr_t attr_name_cb(hid_t, const char* name, const H5A_info_t*, void* data) {
+  static_cast<std::vector<std::string>*>(data)->emplace_back(name);
+  return 0;
+}
+
+}  // namespace
+
+std::mutex& h5_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+void silence_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+
+std::string error_detail() {
+  std::vector<std::string> lines;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, walk_cb, &lines);
+  H5Eclear2(H5E_DEFAULT);
+  if (lines.empty()) return "";
+  if (lines.size() == 1) return lines.front();
+  return lines.front() + " (cause: " + lines.back() + ")";
+}
+
+void fail(const std::string& what) {
+  const std::string detail = error_detail();
+  throw H5Failure(detail.empty() ? what : what + ": " + detail);
+}
+
+Id make_id(hid_t id, herr_t (*closer)(hid_t), const std::string& what) { return Id(check(id, what), closer); }
+
+Id group_create_plist() {
+  Id p = make_id(H5Pcreate(H5P_GROUP_CREATE), H5Pclose, "create group property list");
+  check_status(H5Pset_obj_track_times(p.get(), false), "disable group time tracking");
+  return p;
+}
+
+Id create_group(hid_t loc, const std::string& name, const std::string& what) {
+  Id gcpl = group_create_plist();
+  return make_id(H5Gcreate2(loc, name.c_str(), H5P_DEFAULT, gcpl.get(), H5P_DEFAULT), H5Gclose,
+                 "create group " + what);
+}
+
+Id open_group(hid_t loc, const std::string& name, const std::string& what) {
+  return make_id(H5Gopen2(loc, name.c_str(), H5P_DEFAULT), H5Gclose, "open group " + what);
+}
+
+bool link_exists(hid_t loc, const std::string& name) {
+  const htri_t r = H5Lexists(loc, name.c_str(), H5P_DEFAULT);
+  if (r < 0) H5Eclear2(H5E_DEFAULT);
+  return r > 0;
+}
+
+std::vector<std::string> list_links(hid_t group, const std::string& what) {
+  H5G_info_t info;
+  check_status(H5Gget_info(group, &info), "list " + what);
+  std::vector<std::string> names;
+  for (hsize_t i = 0; i < info.nlinks; ++i) {
+    const ssize_t len = H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
+    if (len < 0) fail("list " + what);
+    std::string name(static_cast<std::size_t>(len) + 1, '\0');
+    if (H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), name.size(), H5P_DEFAULT) < 0)
+      fail("list " + what);
+    name.resize(static_cast<std::size_t>(len));
+    names.push_back(std::move(name));
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::vector<std::string> list_attributes(hid_t obj, const std::string& what) {
+  std::vector<std::string> names;
+  hsize_t idx = 0;
+  check_status(H5Aiterate2(obj, H5_INDEX_NAME, H5_ITER_INC, &idx, attr_name_cb, &names),
+               "list attributes of " + what);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+void write_attr_string(hid_t obj, const std::string& name, const std::string& value, const std::string& what) {
+  if (value.find('\0') != std::string::npos)
+    throw H5Failure("attribute " + what + " contains a NUL character");
+  Id type = vlen_string_type();
+  Id space = make_id(H5Screate(H5S_SCALAR), H5Sclose, "create scalar dataspace");
+  Id attr = make_id(H5Acreate2(obj, name.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose,
+                    "create attribute " + what);
+  const char* p = value.c_str();
+  check_status(H5Awrite(attr.get(), type.get(), &p), "write attribute " + what);
+  attr.close("close attribute " + what);
+}
+
+void write_attr_scalar(hid_t obj, const std::string& name, hid_t file_type, hid_t mem_type, const void* value,
+                       const std::string& what) {
+  Id space = make_id(H5Screate(H5S_SCALAR), H5Sclose, "create scalar dataspace");
+  Id attr = make_id(H5Acreate2(obj, name.c_str(), file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose,
+                    "create attribute " + what);
+  check_status(H5Awrite(attr.get(), mem_type, value), "write attribute " + what);
+  attr.close("close attribute " + what);
+}
+
+bool attr_exists(hid_t obj, const std::string& name) {
+  const htri_t r = H5Aexists(obj, name.c_str());
+  if (r < 0) H5Eclear2(H5E_DEFAULT);
+  return r > 0;
+}
+
+namespace {
+void require_single(hid_t space, const std::string& what) {
+  const hssize_t n = H5Sget_simple_extent_npoints(space);
+  if (n != 1) throw H5Failure(what + " is not a single value");
+}
+}  // namespace
+
+std::string read_attr_string(hid_t obj, const std::string& name, const std::string& what) {
+  if (!attr_exists(obj, name)) throw H5Failure("missing attribute " + what);
+  Id attr = make_id(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose, "open attribute " + what);
+  Id ftype = make_id(H5Aget_type(attr.get()), H5Tclose, "type of attribute " + what);
+  if (H5Tget_class(ftype.get()) != H5T_STRING) throw H5Failure("attribute " + what + " is not a string");
+  Id space = make_id(H5Aget_space(attr.get()), H5Sclose, "dataspace of attribute " + what);
+  require_single(space.get(), "attribute " + what);
+  const htri_t is_var = H5Tis_variable_str(ftype.get());
+  if (is_var < 0) fail("type of attribute " + what);
+  if (is_var > 0) {
+    Id mtype = vlen_string_type();
+    char* p = nullptr;
+    check_status(H5Aread(attr.get(), mtype.get(), &p), "read attribute " + what);
+    std::string out = p ? p : "";
+    reclaim(mtype.get(), space.get(), &p);
+    return out;
+  }
+  const std::size_t size = H5Tget_size(ftype.get());
+  Id mtype = make_id(H5Tcopy(H5T_C_S1), H5Tclose, "copy string type");
+  check_status(H5Tset_size(mtype.get(), size), "set string size");
+  std::string buf(size, '\0');
+  check_status(H5Aread(attr.get(), mtype.get(), buf.data()), "read attribute " + what);
+  buf.resize(std::strlen(buf.c_str()));
+  return buf;
+}
+
+bool attr_is_numeric(hid_t obj, const std::string& name, const std::string& what) {
+  Id attr = make_id(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose, "open attribute " + what);
+  Id ftype = make_id(H5Aget_type(attr.get()), H5Tclose, "type of attribute " + what);
+  const H5T_class_t c = H5Tget_class(ftype.get());
+  return c == H5T_INTEGER || c == H5T_FLOAT;
+}
+
+void read_attr_scalar(hid_t obj, const std::string& name, hid_t mem_type, void* out, const std::string& what) {
+  if (!attr_exists(obj, name)) throw H5Failure("missing attribute " + what);
+  if (!attr_is_numeric(obj, name, what)) throw H5Failure("attribute " + what + " is not a number");
+  Id attr = make_id(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose, "open attribute " + what);
+  Id space = make_id(H5Aget_space(attr.get()), H5Sclose, "dataspace of attribute " + what);
+  require_single(space.get(), "attribute " + what);
+  check_status(H5Aread(attr.get(), mem_type, out), "read attribute " + what);
+}
+
+void write_dataset(hid_t loc, const std::string& name, hid_t file_type, hid_t mem_type, const void* data,
+                   std::size_t n, std::size_t elem_size, const std::string& what) {
+  (void)elem_size;
+  Id space = dataspace_1d(n);
+  Id dcpl = make_id(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "create dataset property list");
+  check_status(H5Pset_obj_track_times(dcpl.get(), false), "disable dataset time tracking");
+  if (n > 0) {
+    const hsize_t chunk[1] = {static_cast<hsize_t>(std::min<std::size_t>(n, 65536))};
+    check_status(H5Pset_chunk(dcpl.get(), 1, chunk), "set chunking of " + what);
+    check_status(H5Pset_shuffle(dcpl.get()), "set shuffle filter of " + what);
+    check_status(H5Pset_deflate(dcpl.get(), 4), "set deflate filter of " + what);
+    check_status(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), "set fill time of " + what);
+  }
+  Id dset = make_id(H5Dcreate2(loc, name.c_str(), file_type, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
+                    H5Dclose, "create dataset " + what);
+  if (n > 0) check_status(H5Dwrite(dset.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), "write dataset " + what);
+  dset.close("close dataset " + what);
+}
+
+void write_string_dataset(hid_t loc, const std::string& name, const std::vector<std::string>& values,
+                          const std::string& what) {
+  std::vector<const char*> ptrs;
+  ptrs.reserve(values.size());
+  for (const auto& v : values) {
+    if (v.find('\0') != std::string::npos) throw H5Failure(what + " holds a string with a NUL character");
+    ptrs.push_back(v.c_str());
+  }
+  Id type = vlen_string_type();
+  Id space = dataspace_1d(values.size());
+  Id dcpl = make_id(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "create dataset property list");
+  check_status(H5Pset_obj_track_times(dcpl.get(), false), "disable dataset time tracking");
+  Id dset = make_id(H5Dcreate2(loc, name.c_str(), type.get(), space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
+                    H5Dclose, "create dataset " + what);
+  if (!values.empty())
+    check_status(H5Dwrite(dset.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()),
+                 "write dataset " + what);
+  dset.close("close dataset " + what);
+}
+
+std::size_t dataset_length(hid_t dset, const std::string& what) {
+  Id space = make_id(H5Dget_space(dset), H5Sclose, "dataspace of " + what);
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  if (rank != 1) throw H5Failure(what + " is not one-dimensional (rank " + std::to_string(rank) + ")");
+  hsize_t dims[1] = {0};
+  check(H5Sget_simple_extent_dims(space.get(), dims, nullptr), "shape of " + what);
+  return static_cast<std::size_t>(dims[0]);
+}
+
+template <class T>
+std::vector<T> read_dataset(hid_t loc, const std::string& name, hid_t mem_type, const std::string& what) {
+  if (!link_exists(loc, name)) throw H5Failure("missing dataset " + what);
+  Id dset = make_id(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), H5Dclose, "open dataset " + what);
+  Id ftype = make_id(H5Dget_type(dset.get()), H5Tclose, "type of " + what);
+  const H5T_class_t c = H5Tget_class(ftype.get());
+  if (c != H5T_INTEGER && c != H5T_FLOAT) throw H5Failure(what + " is not numeric");
+  const std::size_t n = dataset_length(dset.get(), what);
+  std::vector<T> out(n);
+  if (n > 0)
+    check_status(H5Dread(dset.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), "read dataset " + what);
+  return out;
+}
+
+template std::vector<double> read_dataset<double>(hid_t, const std::string&, hid_t, const std::string&);
+template std::vector<int32_t> read_dataset<int32_t>(hid_t, const std::string&, hid_t, const std::string&);
+template std::vector<int64_t> read_dataset<int64_t>(hid_t, const std::string&, hid_t, const std::string&);
+
+std::vector<std::string> read_string_dataset(hid_t loc, const std::string& name, const std::string& what) {
+  if (!link_exists(loc, name)) throw H5Failure("missing dataset " + what);
+  Id dset = make_id(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), H5Dclose, "open dataset " + what);
+  Id ftype = make_id(H5Dget_type(dset.get()), H5Tclose, "type of " + what);
+  if (H5Tget_class(ftype.get()) != H5T_STRING) throw H5Failure(what + " is not a string dataset");
+  const std::size_t n = dataset_length(dset.get(), what);
+  std::vector<std::string> out;
+  out.reserve(n);
+  if (n == 0) return out;
+  Id space = make_id(H5Dget_space(dset.get()), H5Sclose, "dataspace of " + what);
+  const htri_t is_var = H5Tis_variable_str(ftype.get());
+  if (is_var < 0) fail("type of " + what);
+  if (is_var > 0) {
+    Id mtype = vlen_string_type();
+    std::vector<char*> ptrs(n, nullptr);
+    check_status(H5Dread(dset.get(), mtype.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), "read dataset " + what);
+    for (char* p : ptrs) out.emplace_back(p ? p : "");
+    reclaim(mtype.get(), space.get(), ptrs.data());
+    return out;
+  }
+  const std::size_t size = H5Tget_size(ftype.get());
+  Id mtype = make_id(H5Tcopy(H5T_C_S1), H5Tclose, "copy string type");
+  check_status(H5Tset_size(mtype.get(), size), "set string size");
+  std::vector<char> buf(n * size + 1, '\0');
+  check_status(H5Dread(dset.get(), mtype.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()), "read dataset " + what);
+  for (std::size_t i = 0; i < n; ++i) {
+    const char* p = buf.data() + i * size;
+    out.emplace_back(p, strnlen(p, size));
+  }
+  return out;
+}
+
+}  // namespace rlp::h5

@@ -1,0 +1,306 @@
+// HDF5 schema v1 writer/reader (docs/hdf5-schema.md).
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <set>
+
+#include "io/h5_util.hpp"
+#include "rlparity/io/run_data.hpp"
+#include "rlparity/util/error.hpp"
+
+namespace rlp {
+
+namespace fs = std::filesystem;
+using h5::H5Failure;
+using h5::Id;
+
+namespace {
+
+// Checks names used as HDF5 link/attribute names.
+void check_name(const std::string& name, const std::string& what) {
+  if (name.empty() || name == "." || name.find('/') != std::string::npos || name.find('\0') != std::string::npos)
+    throw H5Failure(what + " name '" + name + "' is not a valid HDF5 name (empty, '.', or contains '/')");
+}
+
+// The consistency rules shared by writer and reader (a written file always reads back).
+void validate(const RunData& run) {
+  const std::size_t S = run.prompt_lengths.size();
+  if (run.seq_offsets.size() != S + 1)
+    throw H5Failure("/inputs/seq_offsets has " + std::to_string(run.seq_offsets.size()) +
+                    " entries, expected S+1 = " + std::to_string(S + 1) + " (S = length of /inputs/prompt_lengths)");
+  if (run.seq_offsets.front() != 0) throw H5Failure("/inputs/seq_offsets does not start at 0");
+  std::size_t response_tokens = 0;
+  for (std::size_t s = 0; s < S; ++s) {
+    const int64_t len = run.seq_offsets[s + 1] - run.seq_offsets[s];
+    if (len < 0) throw H5Failure("/inputs/seq_offsets decreases at index " + std::to_string(s + 1));
+    if (run.prompt_lengths[s] < 0 || run.prompt_lengths[s] > len)
+      throw H5Failure("/inputs/prompt_lengths[" + std::to_string(s) + "] = " + std::to_string(run.prompt_lengths[s]) +
+                      " is outside [0, " + std::to_string(len) + "] (the sequence length)");
+    response_tokens += static_cast<std::size_t>(len - run.prompt_lengths[s]);
+  }
+  if (run.seq_offsets.back() != static_cast<int64_t>(run.token_ids.size()))
+    throw H5Failure("/inputs/seq_offsets ends at " + std::to_string(run.seq_offsets.back()) +
+                    " but /inputs/token_ids has " + std::to_string(run.token_ids.size()) + " tokens");
+  if (run.seq_ids.size() != S)
+    throw H5Failure("/inputs/seq_ids has " + std::to_string(run.seq_ids.size()) + " entries, expected " +
+                    std::to_string(S));
+  if (!run.engine_logprobs.empty() && run.engine_logprobs.size() != response_tokens)
+    throw H5Failure("/inputs/engine_logprobs has " + std::to_string(run.engine_logprobs.size()) +
+                    " values, expected " + std::to_string(response_tokens) + " (number of response tokens)");
+  std::set<std::string> names;
+  for (const auto& r : run.recipes) {
+    check_name(r.name, "recipe");
+    if (!names.insert(r.name).second) throw H5Failure("recipe '" + r.name + "' appears twice");
+    const std::string base = "/recipes/" + r.name;
+    for (const auto& [k, v] : r.tokens) {
+      check_name(k, base + "/tokens metric");
+      if (v.size() != response_tokens)
+        throw H5Failure(base + "/tokens/" + k + " has " + std::to_string(v.size()) + " values, expected " +
+                        std::to_string(response_tokens) + " (number of response tokens)");
+    }
+    for (const auto& [k, v] : r.sequences) {
+      check_name(k, base + "/sequences metric");
+      if (v.size() != S)
+        throw H5Failure(base + "/sequences/" + k + " has " + std::to_string(v.size()) + " values, expected " +
+                        std::to_string(S) + " (number of sequences)");
+    }
+    for (const auto& [k, v] : r.layers) check_name(k, base + "/layers metric");
+    for (const auto& [k, v] : r.summary) {
+      check_name(k, base + " summary attribute");
+      if (k == "settings") throw H5Failure(base + ": summary attribute may not be named 'settings'");
+    }
+  }
+}
+
+void write_metric_group(hid_t parent, const std::string& name, const std::map<std::string, std::vector<double>>& m,
+                        const std::string& base) {
+  Id g = h5::create_group(parent, name, base + "/" + name);
+  for (const auto& [k, v] : m)
+    h5::write_dataset(g.get(), k, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, v.data(), v.size(), sizeof(double),
+                      base + "/" + name + "/" + k);
+  g.close("close group " + base + "/" + name);
+}
+
+void write_contents(hid_t file, const RunData& run) {
+  const int32_t version = kSchemaVersion;
+  h5::write_attr_scalar(file, "schema_version", H5T_STD_I32LE, H5T_NATIVE_INT32, &version, "/schema_version");
+  h5::write_attr_string(file, "tool_version", run.tool_version, "/tool_version");
+  h5::write_attr_string(file, "command_line", run.command_line, "/command_line");
+  h5::write_attr_string(file, "checkpoint_path", run.checkpoint_path, "/checkpoint_path");
+  h5::write_attr_string(file, "checkpoint_hash", run.checkpoint_hash, "/checkpoint_hash");
+  h5::write_attr_string(file, "created", run.created, "/created");
+  const uint64_t seed = run.seed;
+  h5::write_attr_scalar(file, "seed", H5T_STD_U64LE, H5T_NATIVE_UINT64, &seed, "/seed");
+  h5::write_attr_string(file, "model_spec", run.model_spec.dump(), "/model_spec");
+  h5::write_attr_string(file, "extra", run.extra.dump(), "/extra");
+
+  {
+    Id in = h5::create_group(file, "inputs", "/inputs");
+    h5::write_dataset(in.get(), "token_ids", H5T_STD_I32LE, H5T_NATIVE_INT32, run.token_ids.data(),
+                      run.token_ids.size(), sizeof(int32_t), "/inputs/token_ids");
+    h5::write_dataset(in.get(), "seq_offsets", H5T_STD_I64LE, H5T_NATIVE_INT64, run.seq_offsets.data(),
+                      run.seq_offsets.size(), sizeof(int64_t), "/inputs/seq_offsets");
+    h5::write_dataset(in.get(), "prompt_lengths", H5T_STD_I32LE, H5T_NATIVE_INT32, run.prompt_lengths.data(),
+                      run.prompt_lengths.size(), sizeof(int32_t), "/inputs/prompt_lengths");
+    h5::write_string_dataset(in.get(), "seq_ids", run.seq_ids, "/inputs/seq_ids");
+    if (!run.engine_logprobs.empty())
+      h5::write_dataset(in.get(), "engine_logprobs", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, run.engine_logprobs.data(),
+                        run.engine_logprobs.size(), sizeof(double), "/inputs/engine_logprobs");
+    in.close("close group /inputs");
+  }
+
+  Id recipes = h5::create_group(file, "recipes", "/recipes");
+  nlohmann::json order = nlohmann::json::array();
+  for (const auto& r : run.recipes) order.push_back(r.name);
+  h5::write_attr_string(recipes.get(), "order", order.dump(), "/recipes/order");
+  for (const auto& r : run.recipes) {
+    const std::string base = "/recipes/" + r.name;
+    Id g = h5::create_group(recipes.get(), r.name, base);
+    h5::write_attr_string(g.get(), "settings", r.settings.dump(), base + "/settings");
+    for (const auto& [k, v] : r.summary)
+      h5::write_attr_scalar(g.get(), k, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &v, base + "/" + k);
+    write_metric_group(g.get(), "tokens", r.tokens, base);
+    write_metric_group(g.get(), "sequences", r.sequences, base);
+    write_metric_group(g.get(), "layers", r.layers, base);
+    g.close("close group " + base);
+  }
+  recipes.close("close group /recipes");
+}
+
+void fsync_path(const std::string& p, bool directory) {
+  const int fd = ::open(p.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
+  if (fd < 0) throw H5Failure("cannot open '" + p + "' to sync it: " + std::strerror(errno));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) throw H5Failure("fsync of '" + p + "' failed: " + std::strerror(err));
+}
+
+std::map<std::string, std::vector<double>> read_metric_group(hid_t parent, const std::string& name,
+                                                             const std::string& base) {
+  std::map<std::string, std::vector<double>> out;
+  if (!h5::link_exists(parent, name)) throw H5Failure("missing group " + base + "/" + name);
+  Id g = h5::open_group(parent, name, base + "/" + name);
+  for (const auto& k : h5::list_links(g.get(), base + "/" + name))
+    out[k] = h5::read_dataset<double>(g.get(), k, H5T_NATIVE_DOUBLE, base + "/" + name + "/" + k);
+  return out;
+}
+
+nlohmann::json parse_json_attr(hid_t obj, const std::string& name, const std::string& what) {
+  const std::string s = h5::read_attr_string(obj, name, what);
+  try {
+    return nlohmann::json::parse(s);
+  } catch (const nlohmann::json::exception& e) {
+    throw H5Failure("attribute " + what + " is not valid JSON: " + e.what());
+  }
+}
+
+RunData read_contents(hid_t file) {
+  RunData run;
+  int64_t version = 0;
+  h5::read_attr_scalar(file, "schema_version", H5T_NATIVE_INT64, &version, "/schema_version");
+  if (version != kSchemaVersion)
+    throw H5Failure("schema version " + std::to_string(version) + " not supported (this rlparity reads version " +
+                    std::to_string(kSchemaVersion) + ")");
+  run.schema_version = static_cast<int>(version);
+  run.tool_version = h5::read_attr_string(file, "tool_version", "/tool_version");
+  run.command_line = h5::read_attr_string(file, "command_line", "/command_line");
+  run.checkpoint_path = h5::read_attr_string(file, "checkpoint_path", "/checkpoint_path");
+  run.checkpoint_hash = h5::read_attr_string(file, "checkpoint_hash", "/checkpoint_hash");
+  run.created = h5::read_attr_string(file, "created", "/created");
+  h5::read_attr_scalar(file, "seed", H5T_NATIVE_UINT64, &run.seed, "/seed");
+  run.model_spec = parse_json_attr(file, "model_spec", "/model_spec");
+  run.extra = parse_json_attr(file, "extra", "/extra");
+
+  if (!h5::link_exists(file, "inputs")) throw H5Failure("missing group /inputs");
+  {
+    Id in = h5::open_group(file, "inputs", "/inputs");
+    run.token_ids = h5::read_dataset<int32_t>(in.get(), "token_ids", H5T_NATIVE_INT32, "/inputs/token_ids");
+    run.seq_offsets = h5::read_dataset<int64_t>(in.get(), "seq_offsets", H5T_NATIVE_INT64, "/inputs/seq_offsets");
+    run.prompt_lengths =
+        h5::read_dataset<int32_t>(in.get(), "prompt_lengths", H5T_NATIVE_INT32, "/inputs/prompt_lengths");
+    run.seq_ids = h5::read_string_dataset(in.get(), "seq_ids", "/inputs/seq_ids");
+    if (h5::link_exists(in.get(), "engine_logprobs"))
+      run.engine_logprobs =
+          h5::read_dataset<double>(in.get(), "engine_logprobs", H5T_NATIVE_DOUBLE, "/inputs/engine_logprobs");
+  }
+
+  if (!h5::link_exists(file, "recipes")) throw H5Failure("missing group /recipes");
+  Id recipes = h5::open_group(file, "recipes", "/recipes");
+  std::vector<std::string> names = h5::list_links(recipes.get(), "/recipes");
+  if (h5::attr_exists(recipes.get(), "order")) {
+    const nlohmann::json order = parse_json_attr(recipes.get(), "order", "/recipes/order");
+    std::vector<std::string> ordered;
+    if (order.is_array())
+      for (const auto& e : order)
+        if (e.is_string()) ordered.push_back(e.get<std::string>());
+    std::vector<std::string> a = ordered, b = names;
+    std::sort(a.begin(), a.end());
+    if (a != b) throw H5Failure("attribute /recipes/order does not list the groups under /recipes");
+    names = ordered;
+  }
+  for (const auto& name : names) {
+    const std::string base = "/recipes/" + name;
+    RecipeResult r;
+    r.name = name;
+    Id g = h5::open_group(recipes.get(), name, base);
+    r.settings = parse_json_attr(g.get(), "settings", base + "/settings");
+    for (const auto& a : h5::list_attributes(g.get(), base)) {
+      if (a == "settings" || !h5::attr_is_numeric(g.get(), a, base + "/" + a)) continue;
+      double v = 0.0;
+      h5::read_attr_scalar(g.get(), a, H5T_NATIVE_DOUBLE, &v, base + "/" + a);
+      r.summary[a] = v;
+    }
+    r.tokens = read_metric_group(g.get(), "tokens", base);
+    r.sequences = read_metric_group(g.get(), "sequences", base);
+    r.layers = read_metric_group(g.get(), "layers", base);
+    run.recipes.push_back(std::move(r));
+  }
+  validate(run);
+  return run;
+}
+
+}  // namespace
+
+void write_run_file(const std::string& path, const RunData& run, bool force) {
+  if (path.empty()) RLP_THROW_INPUT("output path is empty");
+  const fs::path p(path);
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    RLP_THROW_INPUT("cannot write run file '{}': directory '{}' does not exist", path, dir.string());
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    RLP_THROW_INPUT("cannot write run file '{}': directory '{}' is not writable ({})", path, dir.string(),
+                    std::strerror(errno));
+  const auto st = fs::symlink_status(p, ec);
+  if (fs::exists(st)) {
+    if (fs::is_directory(st)) RLP_THROW_INPUT("cannot write run file '{}': it is a directory", path);
+    if (!force) RLP_THROW_INPUT("output file '{}' already exists (use --force to overwrite)", path);
+  }
+  try {
+    validate(run);
+  } catch (const H5Failure& e) {
+    RLP_THROW_INPUT("cannot write run file '{}': inconsistent run data: {}", path, e.what());
+  }
+
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  std::lock_guard<std::mutex> lock(h5::h5_mutex());
+  h5::silence_errors();
+  try {
+    {
+      Id fcpl = h5::make_id(H5Pcreate(H5P_FILE_CREATE), H5Pclose, "create file property list");
+      if (H5Pset_obj_track_times(fcpl.get(), false) < 0) H5Eclear2(H5E_DEFAULT);  // root group times, best effort
+      Id fapl = h5::make_id(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "create file access property list");
+      h5::check_status(H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG), "set file close degree");
+      if (H5Zfilter_avail(H5Z_FILTER_DEFLATE) <= 0) throw H5Failure("the HDF5 library lacks the deflate filter");
+      Id file = h5::make_id(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get()), H5Fclose,
+                            "create temporary file '" + tmp + "'");
+      write_contents(file.get(), run);
+      h5::check_status(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), "flush file");
+      file.close("close file");
+    }
+    fsync_path(tmp, false);
+    if (::rename(tmp.c_str(), path.c_str()) != 0)
+      throw H5Failure("cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(errno));
+  } catch (const std::exception& e) {
+    ::unlink(tmp.c_str());
+    H5Eclear2(H5E_DEFAULT);
+    RLP_THROW_INPUT("cannot write run file '{}': {}", path, e.what());
+  }
+  try {
+    fsync_path(dir.string(), true);  // durability of the rename; the file itself is complete either way
+  } catch (const H5Failure&) {
+  }
+}
+
+RunData read_run_file(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) RLP_THROW_INPUT("cannot read run file '{}': no such file", path);
+  if (fs::is_directory(path, ec)) RLP_THROW_INPUT("cannot read run file '{}': it is a directory", path);
+  if (::access(path.c_str(), R_OK) != 0)
+    RLP_THROW_INPUT("cannot read run file '{}': {}", path, std::strerror(errno));
+  std::lock_guard<std::mutex> lock(h5::h5_mutex());
+  h5::silence_errors();
+  const htri_t is_h5 = H5Fis_hdf5(path.c_str());
+  if (is_h5 <= 0) {
+    H5Eclear2(H5E_DEFAULT);
+    RLP_THROW_INPUT("cannot read run file '{}': not an HDF5 file", path);
+  }
+  try {
+    Id fapl = h5::make_id(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "create file access property list");
+    h5::check_status(H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG), "set file close degree");
+    Id file = h5::make_id(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose, "open file");
+    RunData run = read_contents(file.get());
+    file.close("close file");
+    return run;
+  } catch (const std::exception& e) {
+    H5Eclear2(H5E_DEFAULT);
+    RLP_THROW_INPUT("run file '{}': {}", path, e.what());
+  }
+}
+
+}  // namespace rlp

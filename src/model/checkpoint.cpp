@@ -1,0 +1,450 @@
+// Checkpoint::open: config.json -> ModelSpec, safetensors files mapped and validated, the
+// architecture's tensors checked by name and shape, then one pass over the bytes that checks
+// finiteness and computes the content hash.
+//
+// Content hash (deterministic, independent of the thread count): XXH64 (seed 0, the published
+// algorithm) is applied to each 1 MiB unit of a tensor's bytes; a tensor's hash is XXH64 of the
+// little-endian array of its unit hashes; the checkpoint hash is XXH64 of a record made of
+// config.json's bytes followed, for each tensor in name order, by its name, dtype name, shape and
+// tensor hash. Printed as 16 lowercase hex digits.
+#include "rlparity/model/checkpoint.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "model/safetensors.hpp"
+#include "rlparity/numerics/formats.hpp"
+#include "rlparity/util/error.hpp"
+#include "rlparity/util/parallel.hpp"
+
+namespace rlp {
+namespace fs = std::filesystem;
+
+// ---- dtype and TensorView ----------------------------------------------------------------------
+const char* dtype_name(DType d) {
+  switch (d) {
+    case DType::f32: return "F32";
+    case DType::bf16: return "BF16";
+    case DType::f16: return "F16";
+  }
+  return "?";
+}
+
+std::size_t dtype_size(DType d) { return d == DType::f32 ? 4 : 2; }
+
+int64_t TensorView::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+namespace {
+inline uint16_t load16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+inline uint32_t load32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+inline uint64_t load64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+}  // namespace
+
+float TensorView::at(int64_t i) const {
+  const auto k = static_cast<std::size_t>(i);
+  switch (dtype) {
+    case DType::f32: return num::bits_f32(load32(data + 4 * k));
+    case DType::bf16: return num::bf16_bits_to_float(load16(data + 2 * k));
+    case DType::f16: return num::fp16_bits_to_float(load16(data + 2 * k));
+  }
+  return 0.0f;
+}
+
+void TensorView::to_float(float* out) const {
+  const auto n = static_cast<std::size_t>(numel());
+  switch (dtype) {
+    case DType::f32: std::memcpy(out, data, 4 * n); break;
+    case DType::bf16:
+      for (std::size_t i = 0; i < n; ++i) out[i] = num::bf16_bits_to_float(load16(data + 2 * i));
+      break;
+    case DType::f16:
+      for (std::size_t i = 0; i < n; ++i) out[i] = num::fp16_bits_to_float(load16(data + 2 * i));
+      break;
+  }
+}
+
+void TensorView::to_double(double* out) const {
+  const int64_t n = numel();
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<double>(at(i));
+}
+
+// ---- XXH64 -------------------------------------------------------------------------------------
+namespace {
+constexpr uint64_t P1 = 0x9E3779B185EBCA87ull, P2 = 0xC2B2AE3D27D4EB4Full, P3 = 0x165667B19E3779F9ull,
+                   P4 = 0x85EBCA77C2B2AE63ull, P5 = 0x27D4EB2F165667C5ull;
+inline uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+inline uint64_t xround(uint64_t acc, uint64_t in) { return rotl(acc + in * P2, 31) * P1; }
+inline uint64_t xmerge(uint64_t acc, uint64_t v) { return (acc ^ xround(0, v)) * P1 + P4; }
+
+uint64_t xxh64_impl(const uint8_t* p, std::size_t len, uint64_t seed) {
+  const uint8_t* const end = p + len;
+  uint64_t h;
+  if (len >= 32) {
+    uint64_t v1 = seed + P1 + P2, v2 = seed + P2, v3 = seed, v4 = seed - P1;
+    const uint8_t* const limit = end - 32;
+    do {
+      v1 = xround(v1, load64(p));
+      v2 = xround(v2, load64(p + 8));
+      v3 = xround(v3, load64(p + 16));
+      v4 = xround(v4, load64(p + 24));
+      p += 32;
+    } while (p <= limit);
+    h = rotl(v1, 1) + rotl(v2, 7) + rotl(v3, 12) + rotl(v4, 18);
+    h = xmerge(h, v1);
+    h = xmerge(h, v2);
+    h = xmerge(h, v3);
+    h = xmerge(h, v4);
+  } else {
+    h = seed + P5;
+  }
+  h += static_cast<uint64_t>(len);
+  while (p + 8 <= end) {
+    h ^= xround(0, load64(p));
+    h = rotl(h, 27) * P1 + P4;
+    p += 8;
+  }
+  if (p + 4 <= end) {
+    h ^= static_cast<uint64_t>(load32(p)) * P1;
+    h = rotl(h, 23) * P2 + P3;
+    p += 4;
+  }
+  while (p < end) {
+    h ^= static_cast<uint64_t>(*p) * P5;
+    h = rotl(h, 11) * P1;
+    ++p;
+  }
+  h ^= h >> 33;
+  h *= P2;
+  h ^= h >> 29;
+  h *= P3;
+  h ^= h >> 32;
+  return h;
+}
+
+}  // namespace
+
+uint64_t xxh64(const void* data, std::size_t n, uint64_t seed) {
+  return xxh64_impl(static_cast<const uint8_t*>(data), n, seed);
+}
+
+namespace {
+// Index of the first non-finite element in [p, p + n elements), or -1.
+int64_t first_nonfinite(const uint8_t* p, std::size_t n, DType d) {
+  // A branch-free OR-reduction first (vectorizes), the exact index only if something was found.
+  bool bad = false;
+  switch (d) {
+    case DType::f32:
+      for (std::size_t i = 0; i < n; ++i) bad |= (load32(p + 4 * i) & 0x7F800000u) == 0x7F800000u;
+      break;
+    case DType::bf16:
+      for (std::size_t i = 0; i < n; ++i) bad |= (load16(p + 2 * i) & 0x7F80u) == 0x7F80u;
+      break;
+    case DType::f16:
+      for (std::size_t i = 0; i < n; ++i) bad |= (load16(p + 2 * i) & 0x7C00u) == 0x7C00u;
+      break;
+  }
+  if (!bad) return -1;
+  for (std::size_t i = 0; i < n; ++i) {
+    const bool b = d == DType::f32 ? (load32(p + 4 * i) & 0x7F800000u) == 0x7F800000u
+                 : d == DType::bf16 ? (load16(p + 2 * i) & 0x7F80u) == 0x7F80u
+                                    : (load16(p + 2 * i) & 0x7C00u) == 0x7C00u;
+    if (b) return static_cast<int64_t>(i);
+  }
+  return -1;
+}
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string r = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+std::string read_text_file(const fs::path& p, uint64_t cap, const char* what) {
+  std::error_code ec;
+  if (!fs::exists(p, ec)) RLP_THROW_INPUT("{}: {} not found", p.string(), what);
+  if (!fs::is_regular_file(p, ec)) RLP_THROW_INPUT("{}: {} is not a regular file", p.string(), what);
+  const auto size = fs::file_size(p, ec);
+  if (ec) RLP_THROW_INPUT("{}: cannot read size: {}", p.string(), ec.message());
+  if (size > cap) RLP_THROW_INPUT("{}: {} is {} bytes, over the {} MiB limit", p.string(), what, size, cap >> 20);
+  std::ifstream in(p, std::ios::binary);
+  if (!in) RLP_THROW_INPUT("{}: cannot open {}", p.string(), what);
+  std::string s(size, '\0');
+  in.read(s.data(), static_cast<std::streamsize>(size));
+  if (static_cast<uint64_t>(in.gcount()) != size) RLP_THROW_INPUT("{}: short read", p.string());
+  return s;
+}
+
+nlohmann::json parse_json_file(const std::string& text, const fs::path& p) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    RLP_THROW_INPUT("{}: invalid JSON: {}", p.string(), e.what());
+  }
+}
+
+struct Required {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+
+std::vector<Required> required_tensors(const ModelSpec& s) {
+  const int64_t H = s.hidden, I = s.intermediate, V = s.vocab, hd = s.head_dim;
+  const int64_t q = static_cast<int64_t>(s.heads) * hd, kv = static_cast<int64_t>(s.kv_heads) * hd;
+  std::vector<Required> r;
+  r.push_back({"model.embed_tokens.weight", {V, H}});
+  for (int i = 0; i < s.layers; ++i) {
+    auto L = [&](const char* suffix) { return layer_tensor_name(i, suffix); };
+    r.push_back({L("input_layernorm.weight"), {H}});
+    r.push_back({L("self_attn.q_proj.weight"), {q, H}});
+    r.push_back({L("self_attn.k_proj.weight"), {kv, H}});
+    r.push_back({L("self_attn.v_proj.weight"), {kv, H}});
+    if (s.qkv_bias) {
+      r.push_back({L("self_attn.q_proj.bias"), {q}});
+      r.push_back({L("self_attn.k_proj.bias"), {kv}});
+      r.push_back({L("self_attn.v_proj.bias"), {kv}});
+    }
+    if (s.qk_norm) {
+      r.push_back({L("self_attn.q_norm.weight"), {hd}});
+      r.push_back({L("self_attn.k_norm.weight"), {hd}});
+    }
+    r.push_back({L("self_attn.o_proj.weight"), {H, q}});
+    r.push_back({L("post_attention_layernorm.weight"), {H}});
+    r.push_back({L("mlp.gate_proj.weight"), {I, H}});
+    r.push_back({L("mlp.up_proj.weight"), {I, H}});
+    r.push_back({L("mlp.down_proj.weight"), {H, I}});
+  }
+  r.push_back({"model.norm.weight", {H}});
+  if (!s.tied_embeddings) r.push_back({"lm_head.weight", {V, H}});
+  return r;
+}
+
+constexpr uint64_t kHashUnit = 1ull << 20;
+}  // namespace
+
+// ---- Checkpoint --------------------------------------------------------------------------------
+struct Checkpoint::Impl {
+  std::string dir;
+  ModelSpec spec;
+  std::vector<std::unique_ptr<detail::SafetensorsFile>> files;
+  std::map<std::string, TensorView> tensors;
+  std::string hash;
+  std::vector<std::string> unused;
+};
+
+Checkpoint::Checkpoint(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Checkpoint::Checkpoint(Checkpoint&&) noexcept = default;
+Checkpoint& Checkpoint::operator=(Checkpoint&&) noexcept = default;
+Checkpoint::~Checkpoint() = default;
+
+const std::string& Checkpoint::dir() const { return impl_->dir; }
+const ModelSpec& Checkpoint::spec() const { return impl_->spec; }
+bool Checkpoint::has(const std::string& name) const { return impl_->tensors.count(name) != 0; }
+const TensorView& Checkpoint::tensor(const std::string& name) const {
+  auto it = impl_->tensors.find(name);
+  if (it == impl_->tensors.end()) RLP_THROW_INPUT("{}: checkpoint has no tensor '{}'", impl_->dir, name);
+  return it->second;
+}
+const std::map<std::string, TensorView>& Checkpoint::tensors() const { return impl_->tensors; }
+const std::string& Checkpoint::content_hash() const { return impl_->hash; }
+const std::vector<std::string>& Checkpoint::unused_tensors() const { return impl_->unused; }
+
+Checkpoint Checkpoint::open(const std::string& dir_in, const CheckpointOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->dir = dir_in;
+  const fs::path dir(dir_in);
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) RLP_THROW_INPUT("{}: checkpoint directory not found", dir_in);
+
+  // config.json
+  const fs::path config_path = dir / "config.json";
+  const std::string config_text = read_text_file(config_path, 16ull << 20, "config.json");
+  impl->spec = parse_model_spec(parse_json_file(config_text, config_path), config_path.string());
+  const ModelSpec& spec = impl->spec;
+
+  // Weight files.
+  const fs::path single = dir / "model.safetensors";
+  const fs::path index_path = dir / "model.safetensors.index.json";
+  const bool has_single = fs::exists(single, ec), has_index = fs::exists(index_path, ec);
+  // Where each tensor is expected (for error messages): the index's shard or the single file.
+  std::map<std::string, std::string> expected_file;
+  if (has_single && has_index)
+    RLP_THROW_INPUT("{}: both model.safetensors and model.safetensors.index.json are present; remove one "
+                    "(it is ambiguous which holds the weights)", dir_in);
+  if (!has_single && !has_index)
+    RLP_THROW_INPUT("{}: no weights: neither model.safetensors nor model.safetensors.index.json exists", dir_in);
+
+  if (has_single) {
+    impl->files.push_back(std::make_unique<detail::SafetensorsFile>(single.string()));
+  } else {
+    const std::string ip = index_path.string();
+    const nlohmann::json index = parse_json_file(read_text_file(index_path, 64ull << 20, "index"), index_path);
+    if (!index.is_object() || !index.contains("weight_map") || !index.at("weight_map").is_object())
+      RLP_THROW_INPUT("{}: key 'weight_map' is missing or not an object", ip);
+    std::map<std::string, std::size_t> shard_of_name;  // shard file -> index in files
+    for (const auto& [tname, fv] : index.at("weight_map").items()) {
+      if (!fv.is_string()) RLP_THROW_INPUT("{}: weight_map entry for tensor '{}' is not a file name", ip, tname);
+      const std::string shard = fv.get<std::string>();
+      if (shard.empty() || shard.find('/') != std::string::npos || shard.find('\\') != std::string::npos ||
+          shard == "." || shard == "..")
+        RLP_THROW_INPUT("{}: weight_map entry for tensor '{}': shard '{}' must be a plain file name in the checkpoint "
+                        "directory", ip, tname, shard);
+      expected_file[tname] = (dir / shard).string();
+      shard_of_name.emplace(shard, 0);
+    }
+    if (shard_of_name.empty()) RLP_THROW_INPUT("{}: weight_map is empty", ip);
+    for (auto& [shard, idx] : shard_of_name) {
+      const fs::path sp = dir / shard;
+      if (!fs::exists(sp, ec))
+        RLP_THROW_INPUT("{}: shard file '{}' listed in the index does not exist", sp.string(), shard);
+      idx = impl->files.size();
+      impl->files.push_back(std::make_unique<detail::SafetensorsFile>(sp.string()));
+    }
+  }
+
+  // Gather tensors: no duplicates across shards, and each in the shard the index names.
+  {
+    std::map<std::string, std::string> holder;
+    for (const auto& f : impl->files) {
+      for (const auto& e : f->entries()) {
+        auto [it, fresh] = holder.emplace(e.name, f->path());
+        if (!fresh)
+          RLP_THROW_INPUT("{}: tensor '{}' is also in {} (duplicate across shards)", f->path(), e.name, it->second);
+      }
+    }
+  }
+  for (const auto& f : impl->files) {
+    for (const auto& e : f->entries()) {
+      if (has_index) {
+        auto it = expected_file.find(e.name);
+        if (it == expected_file.end())
+          RLP_THROW_INPUT("{}: tensor '{}' is in this shard but not listed in model.safetensors.index.json's weight_map",
+                          f->path(), e.name);
+        if (it->second != f->path())
+          RLP_THROW_INPUT("{}: tensor '{}' is in this shard but the index maps it to {}", f->path(), e.name, it->second);
+      }
+      TensorView v;
+      v.name = e.name;
+      v.file = f->path();
+      v.dtype = e.dtype;
+      v.shape = e.shape;
+      v.data = f->data_buffer() + e.begin;
+      v.nbytes = static_cast<std::size_t>(e.end - e.begin);
+      impl->tensors.emplace(e.name, std::move(v));
+    }
+  }
+  for (const auto& [tname, file] : expected_file) {
+    if (!impl->tensors.count(tname))
+      RLP_THROW_INPUT("{}: tensor '{}' is listed in model.safetensors.index.json but missing from that shard", file, tname);
+  }
+
+  // The architecture's tensors, by name and shape.
+  const std::vector<Required> req = required_tensors(spec);
+  std::set<std::string> required_names;
+  for (const auto& r : req) {
+    required_names.insert(r.name);
+    auto it = impl->tensors.find(r.name);
+    if (it == impl->tensors.end()) {
+      auto ef = expected_file.find(r.name);
+      const std::string where = has_single ? single.string()
+                                : ef != expected_file.end() ? ef->second
+                                                            : index_path.string() + " (weight_map has no entry)";
+      RLP_THROW_INPUT("{}: tensor '{}' is missing (required by {} with this config, shape {})", where, r.name,
+                      spec.arch_name, shape_str(r.shape));
+    }
+    if (it->second.shape != r.shape)
+      RLP_THROW_INPUT("{}: tensor '{}' has shape {} but the config implies {}", it->second.file, r.name,
+                      shape_str(it->second.shape), shape_str(r.shape));
+  }
+  if (spec.tied_embeddings) {
+    auto it = impl->tensors.find("lm_head.weight");
+    const std::vector<int64_t> vh = {spec.vocab, spec.hidden};
+    if (it != impl->tensors.end() && it->second.shape != vh)
+      RLP_THROW_INPUT("{}: tensor 'lm_head.weight' has shape {} but the embeddings are tied ({}) and it should be {}",
+                      it->second.file, shape_str(it->second.shape), shape_str(vh), shape_str(vh));
+  }
+  for (const auto& [tname, v] : impl->tensors) {
+    (void)v;
+    if (!required_names.count(tname)) impl->unused.push_back(tname);
+  }
+
+  // One pass over the bytes: finiteness (required tensors) and the content hash (all tensors).
+  for (const auto& f : impl->files) f->check_unchanged();
+  struct Unit {
+    const TensorView* t;
+    uint64_t offset, len;
+    bool check;
+  };
+  std::vector<Unit> units;
+  std::vector<std::size_t> first_unit;  // per tensor (name order), index into units
+  std::vector<const TensorView*> order;
+  for (const auto& [tname, v] : impl->tensors) {
+    order.push_back(&v);
+    first_unit.push_back(units.size());
+    const bool check = required_names.count(tname) != 0 && !options.allow_nonfinite;
+    for (uint64_t o = 0; o < v.nbytes; o += kHashUnit) units.push_back({&v, o, std::min<uint64_t>(kHashUnit, v.nbytes - o), check});
+  }
+  first_unit.push_back(units.size());
+  std::vector<uint64_t> unit_hash(units.size());
+  std::vector<int64_t> unit_bad(units.size(), -1);
+  parallel_for(units.size(), 1, [&](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) {
+      const Unit& u = units[i];
+      const uint8_t* p = u.t->data + u.offset;
+      if (u.check) {
+        const std::size_t es = dtype_size(u.t->dtype);
+        const int64_t k = first_nonfinite(p, u.len / es, u.t->dtype);
+        if (k >= 0) unit_bad[i] = static_cast<int64_t>(u.offset / es) + k;
+      }
+      unit_hash[i] = xxh64_impl(p, u.len, 0);
+    }
+  });
+  std::string record = config_text;
+  auto put64 = [&](uint64_t x) {
+    for (int k = 0; k < 8; ++k) record.push_back(static_cast<char>((x >> (8 * k)) & 0xFF));
+  };
+  for (std::size_t t = 0; t < order.size(); ++t) {
+    const TensorView& v = *order[t];
+    for (std::size_t i = first_unit[t]; i < first_unit[t + 1]; ++i) {
+      if (unit_bad[i] >= 0) {
+        const float x = v.at(unit_bad[i]);
+        RLP_THROW_INPUT("{}: tensor '{}' has a non-finite value ({}) at flat index {} (pass --allow-nonfinite to accept)",
+                        v.file, v.name, x, unit_bad[i]);
+      }
+    }
+    std::string uh;
+    for (std::size_t i = first_unit[t]; i < first_unit[t + 1]; ++i)
+      for (int k = 0; k < 8; ++k) uh.push_back(static_cast<char>((unit_hash[i] >> (8 * k)) & 0xFF));
+    put64(v.name.size());
+    record += v.name;
+    record += dtype_name(v.dtype);
+    put64(v.shape.size());
+    for (int64_t d : v.shape) put64(static_cast<uint64_t>(d));
+    put64(xxh64_impl(reinterpret_cast<const uint8_t*>(uh.data()), uh.size(), 0));
+  }
+  impl->hash = fmt::format("{:016x}", xxh64_impl(reinterpret_cast<const uint8_t*>(record.data()), record.size(), 0));
+  return Checkpoint(std::move(impl));
+}
+
+}  // namespace rlp

@@ -1,0 +1,262 @@
+#include "rlparity/model/checkpoint_writer.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "rlparity/numerics/formats.hpp"
+#include "rlparity/util/error.hpp"
+
+namespace rlp {
+namespace fs = std::filesystem;
+
+TensorData make_tensor(const std::string& name, DType dtype, std::vector<int64_t> shape,
+                       const std::vector<float>& values) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  RLP_CHECK(static_cast<std::size_t>(n) == values.size(), "make_tensor({}): {} values for {} elements", name,
+            values.size(), n);
+  TensorData t;
+  t.name = name;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  t.bytes.resize(values.size() * dtype_size(dtype));
+  uint8_t* p = t.bytes.data();
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (dtype == DType::f32) {
+      std::memcpy(p + 4 * i, &values[i], 4);
+    } else {
+      const uint16_t b = dtype == DType::bf16 ? num::float_to_bf16_bits(values[i]) : num::float_to_fp16_bits(values[i]);
+      std::memcpy(p + 2 * i, &b, 2);
+    }
+  }
+  return t;
+}
+
+void write_safetensors(const std::string& path, const std::vector<TensorData>& tensors,
+                       const nlohmann::json& metadata) {
+  nlohmann::json header = nlohmann::json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  uint64_t off = 0;
+  for (const auto& t : tensors) {
+    header[t.name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {off, off + t.bytes.size()}}};
+    off += t.bytes.size();
+  }
+  std::string h = header.dump();
+  while (h.size() % 8 != 0) h.push_back(' ');
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) RLP_THROW_INPUT("{}: cannot create file", path);
+  uint8_t len[8];
+  for (int k = 0; k < 8; ++k) len[k] = static_cast<uint8_t>((static_cast<uint64_t>(h.size()) >> (8 * k)) & 0xFF);
+  out.write(reinterpret_cast<const char*>(len), 8);
+  out.write(h.data(), static_cast<std::streamsize>(h.size()));
+  for (const auto& t : tensors) out.write(reinterpret_cast<const char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
+  out.close();
+  if (!out) RLP_THROW_INPUT("{}: write failed", path);
+}
+
+namespace {
+
+struct ArchInfo {
+  const char* arch_name;
+  const char* model_type;
+};
+
+ArchInfo arch_info(const std::string& a) {
+  if (a == "llama" || a == "llama3") return {"LlamaForCausalLM", "llama"};
+  if (a == "qwen2") return {"Qwen2ForCausalLM", "qwen2"};
+  if (a == "qwen3") return {"Qwen3ForCausalLM", "qwen3"};
+  if (a == "mistral") return {"MistralForCausalLM", "mistral"};
+  RLP_THROW_INPUT("unknown --arch '{}' (expected llama, llama3, qwen2, qwen3 or mistral)", a);
+}
+
+int head_dim_of(const RandomCheckpointOptions& o) { return o.head_dim > 0 ? o.head_dim : o.hidden / o.heads; }
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+// Deterministic normals: Box-Muller over 53-bit uniforms from mt19937_64.
+class Normal {
+ public:
+  explicit Normal(uint64_t seed) : rng_(seed) {}
+  double operator()() {
+    if (has_spare_) {
+      has_spare_ = false;
+      return spare_;
+    }
+    const double u1 = 1.0 - static_cast<double>(rng_() >> 11) * 0x1.0p-53;  // (0, 1]
+    const double u2 = static_cast<double>(rng_() >> 11) * 0x1.0p-53;
+    const double r = std::sqrt(-2.0 * std::log(u1));
+    const double t = 2.0 * 3.14159265358979323846 * u2;
+    spare_ = r * std::sin(t);
+    has_spare_ = true;
+    return r * std::cos(t);
+  }
+
+ private:
+  std::mt19937_64 rng_;
+  double spare_ = 0;
+  bool has_spare_ = false;
+};
+
+}  // namespace
+
+nlohmann::json random_checkpoint_config(const RandomCheckpointOptions& o) {
+  const ArchInfo ai = arch_info(o.arch);
+  nlohmann::json c;
+  c["architectures"] = {ai.arch_name};
+  c["model_type"] = ai.model_type;
+  c["hidden_size"] = o.hidden;
+  c["intermediate_size"] = o.intermediate;
+  c["num_hidden_layers"] = o.layers;
+  c["num_attention_heads"] = o.heads;
+  c["num_key_value_heads"] = o.kv_heads;
+  c["vocab_size"] = o.vocab;
+  c["max_position_embeddings"] = o.max_pos;
+  c["hidden_act"] = "silu";
+  c["tie_word_embeddings"] = o.tied;
+  c["torch_dtype"] = o.dtype == DType::f32 ? "float32" : o.dtype == DType::bf16 ? "bfloat16" : "float16";
+  c["bos_token_id"] = 1;
+  c["eos_token_id"] = 2;
+  if (o.head_dim > 0 || o.arch == "qwen3") c["head_dim"] = head_dim_of(o);
+  if (o.arch == "llama") {
+    c["rms_norm_eps"] = 1e-5;
+    c["rope_theta"] = 10000.0;
+    c["rope_scaling"] = nullptr;
+    c["attention_bias"] = false;
+    c["mlp_bias"] = false;
+  } else if (o.arch == "llama3") {
+    c["rms_norm_eps"] = 1e-5;
+    c["rope_theta"] = 500000.0;
+    c["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", 8.0},
+                         {"low_freq_factor", 1.0},
+                         {"high_freq_factor", 4.0},
+                         {"original_max_position_embeddings", 8192}};
+    c["attention_bias"] = false;
+    c["mlp_bias"] = false;
+    c["eos_token_id"] = {2, 3};
+  } else if (o.arch == "qwen2") {
+    c["rms_norm_eps"] = 1e-6;
+    c["rope_theta"] = 1000000.0;
+    c["use_sliding_window"] = false;
+    c["sliding_window"] = o.max_pos;
+    c["max_window_layers"] = o.layers;
+  } else if (o.arch == "qwen3") {
+    c["rms_norm_eps"] = 1e-6;
+    c["rope_theta"] = 1000000.0;
+    c["attention_bias"] = false;
+    c["use_sliding_window"] = false;
+    c["sliding_window"] = nullptr;
+  } else {  // mistral
+    c["rms_norm_eps"] = 1e-5;
+    c["rope_theta"] = 1000000.0;
+    c["sliding_window"] = nullptr;
+  }
+  return c;
+}
+
+void write_random_checkpoint(const RandomCheckpointOptions& o) {
+  const ArchInfo ai = arch_info(o.arch);
+  (void)ai;
+  if (o.out.empty()) RLP_THROW_INPUT("write_random_checkpoint: no output directory given");
+  if (o.hidden <= 0 || o.intermediate <= 0 || o.layers <= 0 || o.heads <= 0 || o.kv_heads <= 0 || o.vocab <= 0 ||
+      o.max_pos <= 0 || o.head_dim < 0)
+    RLP_THROW_INPUT("write_random_checkpoint: sizes must be positive");
+  if (o.head_dim == 0 && o.hidden % o.heads != 0)
+    RLP_THROW_INPUT("write_random_checkpoint: hidden {} is not divisible by heads {}; give --head-dim", o.hidden, o.heads);
+  if (o.heads % o.kv_heads != 0) RLP_THROW_INPUT("write_random_checkpoint: heads {} not a multiple of kv-heads {}", o.heads, o.kv_heads);
+  if (o.outlier_layer >= o.layers) RLP_THROW_INPUT("write_random_checkpoint: outlier layer {} >= layers {}", o.outlier_layer, o.layers);
+  if (o.outlier_layer >= 0 && (o.outlier_channel < 0 || o.outlier_channel >= o.hidden))
+    RLP_THROW_INPUT("write_random_checkpoint: outlier channel {} outside [0, {})", o.outlier_channel, o.hidden);
+
+  const int64_t H = o.hidden, I = o.intermediate, V = o.vocab, hd = head_dim_of(o);
+  const int64_t q = o.heads * hd, kv = o.kv_heads * hd;
+  const double proj_out_scale = 1.0 / std::sqrt(2.0 * o.layers);
+
+  std::vector<TensorData> tensors;
+  auto gen = [&](const std::string& name, std::vector<int64_t> shape, double mean, double stddev, int layer = -1,
+                 bool outlier_input = false) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    Normal normal(o.seed * 0x9E3779B97F4A7C15ull ^ fnv1a(name));
+    std::vector<float> v(static_cast<std::size_t>(n));
+    for (auto& x : v) x = static_cast<float>(mean + stddev * normal());
+    if (outlier_input && layer == o.outlier_layer) {
+      const int64_t cols = shape.back();
+      for (int64_t r = 0; r < n / cols; ++r) {
+        float& x = v[static_cast<std::size_t>(r * cols + o.outlier_channel)];
+        x = static_cast<float>(x * o.outlier_scale);
+      }
+    }
+    tensors.push_back(make_tensor(name, o.dtype, std::move(shape), v));
+  };
+  const double emb_std = 2.0 / std::sqrt(static_cast<double>(H));
+  gen("model.embed_tokens.weight", {V, H}, 0.0, emb_std);
+  for (int i = 0; i < o.layers; ++i) {
+    auto L = [&](const char* s) { return layer_tensor_name(i, s); };
+    const double in_std = 1.0 / std::sqrt(static_cast<double>(H));
+    gen(L("input_layernorm.weight"), {H}, 1.0, 0.1);
+    gen(L("self_attn.q_proj.weight"), {q, H}, 0.0, in_std, i, true);
+    gen(L("self_attn.k_proj.weight"), {kv, H}, 0.0, in_std, i, true);
+    gen(L("self_attn.v_proj.weight"), {kv, H}, 0.0, in_std, i, true);
+    if (o.arch == "qwen2") {
+      gen(L("self_attn.q_proj.bias"), {q}, 0.0, 0.1);
+      gen(L("self_attn.k_proj.bias"), {kv}, 0.0, 0.1);
+      gen(L("self_attn.v_proj.bias"), {kv}, 0.0, 0.1);
+    }
+    if (o.arch == "qwen3") {
+      gen(L("self_attn.q_norm.weight"), {hd}, 1.0, 0.1);
+      gen(L("self_attn.k_norm.weight"), {hd}, 1.0, 0.1);
+    }
+    gen(L("self_attn.o_proj.weight"), {H, q}, 0.0, proj_out_scale / std::sqrt(static_cast<double>(q)));
+    gen(L("post_attention_layernorm.weight"), {H}, 1.0, 0.1);
+    gen(L("mlp.gate_proj.weight"), {I, H}, 0.0, in_std, i, true);
+    gen(L("mlp.up_proj.weight"), {I, H}, 0.0, in_std, i, true);
+    gen(L("mlp.down_proj.weight"), {H, I}, 0.0, proj_out_scale / std::sqrt(static_cast<double>(I)));
+  }
+  gen("model.norm.weight", {H}, 1.0, 0.1);
+  if (!o.tied) gen("lm_head.weight", {V, H}, 0.0, emb_std);
+
+  const fs::path dir(o.out);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) RLP_THROW_INPUT("{}: cannot create directory: {}", o.out, ec.message());
+  {
+    std::ofstream cf(dir / "config.json", std::ios::trunc);
+    cf << random_checkpoint_config(o).dump(2) << "\n";
+    if (!cf) RLP_THROW_INPUT("{}: cannot write config.json", o.out);
+  }
+  const nlohmann::json meta = {{"format", "pt"}};
+  if (o.shards <= 1) {
+    write_safetensors((dir / "model.safetensors").string(), tensors, meta);
+    return;
+  }
+  const std::size_t N = static_cast<std::size_t>(o.shards);
+  if (N > tensors.size())
+    RLP_THROW_INPUT("write_random_checkpoint: {} shards for only {} tensors", N, tensors.size());
+  nlohmann::json index;
+  uint64_t total = 0;
+  for (const auto& t : tensors) total += t.bytes.size();
+  index["metadata"] = {{"total_size", total}};
+  index["weight_map"] = nlohmann::json::object();
+  for (std::size_t s = 0; s < N; ++s) {
+    const std::string fname = fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1, N);
+    std::vector<TensorData> part;
+    for (std::size_t i = s * tensors.size() / N; i < (s + 1) * tensors.size() / N; ++i) {
+      index["weight_map"][tensors[i].name] = fname;
+      part.push_back(std::move(tensors[i]));
+    }
+    write_safetensors((dir / fname).string(), part, meta);
+  }
+  std::ofstream idx(dir / "model.safetensors.index.json", std::ios::trunc);
+  idx << index.dump(2) << "\n";
+  if (!idx) RLP_THROW_INPUT("{}: cannot write model.safetensors.index.json", o.out);
+}
+
+}  // namespace rlp

@@ -1,0 +1,234 @@
+#include "rlparity/model/kernel_style.hpp"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <functional>
+
+#include "rlparity/util/error.hpp"
+
+namespace rlp {
+
+bool PathStyle::layer_is_fp8(int layer, int num_layers) const {
+  if (!fp8_linear) return false;
+  return layer >= bf16_first_layers && layer < num_layers - bf16_last_layers;
+}
+
+num::GemmConfig PathStyle::gemm_config(int m, int k) const {
+  num::GemmConfig cfg;
+  cfg.k_chunk = k_chunk;
+  // auto: small-M (decode) GEMMs are split along K to fill the GPU, as cuBLAS heuristics and
+  // vLLM's tuned configs do; large-M GEMMs are not. The rule is ours, stated and deterministic.
+  if (split_k > 0) {
+    cfg.split_k = split_k;
+  } else {
+    cfg.split_k = m <= 16 ? 4 : (m <= 64 ? 2 : 1);
+  }
+  cfg.split_k = std::max(1, std::min(cfg.split_k, std::max(1, k / 128)));
+  cfg.out = act == ActDtype::bf16 ? num::OutRound::bf16 : num::OutRound::fp16;
+  cfg.slice_accum = fp8_accum;
+  cfg.promotion = fp8_promotion;
+  return cfg;
+}
+
+PathStyle default_generation_style() {
+  PathStyle s;
+  s.name = "gen";
+  s.mode = SequenceMode::decode;
+  s.weight_quant = num::ScaleConvention::nemo_refit;
+  s.act_quant = num::ScaleConvention::vllm;
+  s.fp8_promotion = num::Promotion::deepgemm;
+  s.split_k = 0;
+  s.attention = AttentionKind::split_kv;
+  s.split_kv_partition = 512;
+  s.attn_block = 16;  // vLLM paged-attention block size
+  s.norm = NormKind::fused_add;
+  s.rope_table_rounded = true;
+  s.mlp_fused = true;
+  return s;
+}
+
+PathStyle default_training_style() {
+  PathStyle s;
+  s.name = "train";
+  return s;
+}
+
+namespace {
+
+using Setter = std::function<void(PathStyle&, const std::string&)>;
+using Getter = std::function<std::string(const PathStyle&)>;
+
+struct Knob {
+  KnobInfo info;
+  Setter set;
+  Getter get;
+};
+
+[[noreturn]] void bad_value(const std::string& knob, const std::string& value, const std::string& allowed) {
+  RLP_THROW_INPUT("knob '{}': invalid value '{}' (expected {})", knob, value, allowed);
+}
+
+int parse_int(const std::string& knob, const std::string& v, int lo, int hi, const std::string& allowed) {
+  int out = 0;
+  const auto* end = v.data() + v.size();
+  const auto res = std::from_chars(v.data(), end, out);
+  if (res.ec != std::errc() || res.ptr != end || out < lo || out > hi) bad_value(knob, v, allowed);
+  return out;
+}
+
+bool parse_bool(const std::string& knob, const std::string& v) {
+  if (v == "on" || v == "true" || v == "1") return true;
+  if (v == "off" || v == "false" || v == "0") return false;
+  bad_value(knob, v, "on|off");
+}
+
+template <class E>
+struct EnumNames {
+  std::vector<std::pair<E, std::string>> names;
+  std::string allowed() const {
+    std::string s;
+    for (const auto& [e, n] : names) s += (s.empty() ? "" : "|") + n;
+    return s;
+  }
+  E parse(const std::string& knob, const std::string& v) const {
+    for (const auto& [e, n] : names)
+      if (n == v) return e;
+    bad_value(knob, v, allowed());
+  }
+  std::string name(E e) const {
+    for (const auto& [x, n] : names)
+      if (x == e) return n;
+    return "?";
+  }
+};
+
+const EnumNames<num::ScaleConvention> kConventions{{{num::ScaleConvention::te, "te"},
+                                                    {num::ScaleConvention::vllm, "vllm"},
+                                                    {num::ScaleConvention::deepgemm, "deepgemm"},
+                                                    {num::ScaleConvention::nemo_refit, "nemo-refit"}}};
+
+template <class E>
+Knob enum_knob(std::string name, std::string help, EnumNames<E> names, E PathStyle::*field) {
+  const std::string allowed = names.allowed();
+  return Knob{{name, allowed, std::move(help)},
+              [=](PathStyle& s, const std::string& v) { s.*field = names.parse(name, v); },
+              [=](const PathStyle& s) { return names.name(s.*field); }};
+}
+
+Knob bool_knob(std::string name, std::string help, bool PathStyle::*field, std::string on = "on",
+               std::string off = "off") {
+  return Knob{{name, on + "|" + off, std::move(help)},
+              [=](PathStyle& s, const std::string& v) {
+                if (v == on) s.*field = true;
+                else if (v == off) s.*field = false;
+                else s.*field = parse_bool(name, v);
+              },
+              [=](const PathStyle& s) { return s.*field ? on : off; }};
+}
+
+Knob int_knob(std::string name, std::string help, int PathStyle::*field, int lo, int hi) {
+  const std::string allowed = fmt::format("an integer in [{}, {}]", lo, hi);
+  return Knob{{name, fmt::format("{}..{}", lo, hi), std::move(help)},
+              [=](PathStyle& s, const std::string& v) { s.*field = parse_int(name, v, lo, hi, allowed); },
+              [=](const PathStyle& s) { return std::to_string(s.*field); }};
+}
+
+const std::vector<Knob>& knobs() {
+  static const std::vector<Knob> table = [] {
+    std::vector<Knob> t;
+    t.push_back(enum_knob("mode", "prefill + token-by-token decode with a KV cache, or one teacher-forced pass",
+                          EnumNames<SequenceMode>{{{SequenceMode::decode, "decode"},
+                                                   {SequenceMode::teacher_forced, "teacher-forced"}}},
+                          &PathStyle::mode));
+    t.push_back(int_knob("batch", "decode batch size (the GEMM M that kernel selection sees)", &PathStyle::batch, 1, 4096));
+    t.push_back(enum_knob("act-dtype", "activation and non-fp8 weight format",
+                          EnumNames<ActDtype>{{{ActDtype::bf16, "bf16"}, {ActDtype::fp16, "fp16"}}}, &PathStyle::act));
+    t.push_back(bool_knob("linear", "linear layers in fp8 or in the activation dtype", &PathStyle::fp8_linear, "fp8", "act"));
+    t.push_back(enum_knob("weight-quant", "fp8 weight scale convention (128x128 blocks)", kConventions, &PathStyle::weight_quant));
+    t.push_back(enum_knob("act-quant", "fp8 activation scale convention (1x128 groups)", kConventions, &PathStyle::act_quant));
+    t.push_back(bool_knob("pow2-scales", "power-of-2 fp8 scales", &PathStyle::pow2_scales));
+    t.push_back(enum_knob("fp8-promotion", "how 128-K slice partial sums are scaled into the accumulator",
+                          EnumNames<num::Promotion>{{{num::Promotion::cublaslt, "cublaslt"},
+                                                     {num::Promotion::deepgemm, "deepgemm"}}},
+                          &PathStyle::fp8_promotion));
+    t.push_back(enum_knob("fp8-accum", "accumulation inside a 128-K slice: fp32 or Hopper wgmma model",
+                          EnumNames<num::SliceAccum>{{{num::SliceAccum::fp32, "fp32"}, {num::SliceAccum::hopper, "hopper"}}},
+                          &PathStyle::fp8_accum));
+    t.push_back(Knob{{"split-k", "auto|1..64", "GEMM split-K count; auto picks from M (decode M is small)"},
+                     [](PathStyle& s, const std::string& v) {
+                       s.split_k = v == "auto" ? 0 : parse_int("split-k", v, 1, 64, "auto or 1..64");
+                     },
+                     [](const PathStyle& s) { return s.split_k == 0 ? std::string("auto") : std::to_string(s.split_k); }});
+    t.push_back(int_knob("k-chunk", "GEMM K chunk accumulated from zero then added (0 = none)", &PathStyle::k_chunk, 0, 1 << 20));
+    t.push_back(Knob{{"attention", "flash|split-kv:P", "online-softmax attention, or split-KV partitions of P positions merged"},
+                     [](PathStyle& s, const std::string& v) {
+                       if (v == "flash") {
+                         s.attention = AttentionKind::flash;
+                       } else if (v.rfind("split-kv:", 0) == 0) {
+                         s.attention = AttentionKind::split_kv;
+                         s.split_kv_partition = parse_int("attention", v.substr(9), 1, 1 << 24, "flash or split-kv:P");
+                       } else if (v == "split-kv") {
+                         s.attention = AttentionKind::split_kv;
+                       } else {
+                         bad_value("attention", v, "flash|split-kv:P");
+                       }
+                     },
+                     [](const PathStyle& s) {
+                       return s.attention == AttentionKind::flash ? std::string("flash")
+                                                                  : fmt::format("split-kv:{}", s.split_kv_partition);
+                     }});
+    t.push_back(int_knob("attn-block", "KV positions per online-softmax block", &PathStyle::attn_block, 1, 1 << 20));
+    t.push_back(bool_knob("attn-p-round", "round P to the act dtype before P.V", &PathStyle::attn_p_round));
+    t.push_back(enum_knob("kv-cache", "KV cache format (decode only)",
+                          EnumNames<KvCacheDtype>{{{KvCacheDtype::bf16, "bf16"}, {KvCacheDtype::fp8, "fp8"}}},
+                          &PathStyle::kv_cache));
+    t.push_back(enum_knob("norm", "fused add+RMSNorm (vLLM) or unfused RMSNorm (TE)",
+                          EnumNames<NormKind>{{{NormKind::fused_add, "fused-add"}, {NormKind::unfused, "unfused"}}},
+                          &PathStyle::norm));
+    t.push_back(enum_knob("residual", "residual stream format",
+                          EnumNames<ResidualDtype>{{{ResidualDtype::act, "bf16"}, {ResidualDtype::fp32, "fp32"}}},
+                          &PathStyle::residual));
+    t.push_back(bool_knob("rope-table", "cos/sin table rounded to act dtype or fp32", &PathStyle::rope_table_rounded,
+                          "rounded", "fp32"));
+    t.push_back(bool_knob("mlp", "silu(gate)*up fused with one rounding, or two roundings", &PathStyle::mlp_fused,
+                          "fused", "unfused"));
+    t.push_back(bool_knob("logits", "lm_head output in fp32 or act dtype", &PathStyle::logits_fp32, "fp32", "bf16"));
+    return t;
+  }();
+  return table;
+}
+
+const Knob& find_knob(const std::string& name) {
+  for (const auto& k : knobs())
+    if (k.info.name == name) return k;
+  std::string all;
+  for (const auto& k : knobs()) all += (all.empty() ? "" : ", ") + k.info.name;
+  RLP_THROW_INPUT("unknown kernel-path knob '{}' (known: {})", name, all);
+}
+
+}  // namespace
+
+const std::vector<KnobInfo>& knob_table() {
+  static const std::vector<KnobInfo> infos = [] {
+    std::vector<KnobInfo> v;
+    for (const auto& k : knobs()) v.push_back(k.info);
+    return v;
+  }();
+  return infos;
+}
+
+void set_knob(PathStyle& style, const std::string& name, const std::string& value) { find_knob(name).set(style, value); }
+
+std::string get_knob(const PathStyle& style, const std::string& name) { return find_knob(name).get(style); }
+
+nlohmann::json PathStyle::to_json() const {
+  nlohmann::json j;
+  j["name"] = name;
+  for (const auto& k : knobs()) j[k.info.name] = k.get(*this);
+  j["bf16-first-layers"] = bf16_first_layers;
+  j["bf16-last-layers"] = bf16_last_layers;
+  return j;
+}
+
+}  // namespace rlp

@@ -1,0 +1,266 @@
+// config.json -> ModelSpec. Strict: every supported option is read, every unsupported option that
+// would change the math is refused by name, and every error names the file and the key.
+#include "rlparity/model/model_spec.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "rlparity/util/error.hpp"
+
+namespace rlp {
+namespace {
+
+using json = nlohmann::json;
+
+const char* type_name(const json& v) { return v.type_name(); }
+
+bool present(const json& c, const char* key) { return c.contains(key) && !c.at(key).is_null(); }
+
+// An integer value (a float with an integral value is accepted too: some exporters write 64.0).
+int64_t as_int(const json& v, const std::string& src, const std::string& key) {
+  if (v.is_number_integer()) {
+    if (v.is_number_unsigned()) {
+      const auto u = v.get<uint64_t>();
+      if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+        RLP_THROW_INPUT("{}: key '{}': value {} is out of range", src, key, u);
+      return static_cast<int64_t>(u);
+    }
+    return v.get<int64_t>();
+  }
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e15) return static_cast<int64_t>(d);
+    RLP_THROW_INPUT("{}: key '{}': expected an integer, got {}", src, key, v.dump());
+  }
+  RLP_THROW_INPUT("{}: key '{}': expected an integer, got {} {}", src, key, type_name(v), v.dump());
+}
+
+int get_positive_int(const json& c, const std::string& src, const char* key) {
+  if (!present(c, key)) RLP_THROW_INPUT("{}: required key '{}' is missing", src, key);
+  const int64_t v = as_int(c.at(key), src, key);
+  if (v <= 0 || v > std::numeric_limits<int>::max())
+    RLP_THROW_INPUT("{}: key '{}' must be a positive integer (at most {}), got {}", src, key,
+                    std::numeric_limits<int>::max(), v);
+  return static_cast<int>(v);
+}
+
+double get_double(const json& v, const std::string& src, const std::string& key) {
+  if (!v.is_number()) RLP_THROW_INPUT("{}: key '{}': expected a number, got {} {}", src, key, type_name(v), v.dump());
+  const double d = v.get<double>();
+  if (!std::isfinite(d)) RLP_THROW_INPUT("{}: key '{}': value is not finite", src, key);
+  return d;
+}
+
+double get_positive_double(const json& c, const std::string& src, const char* key, double dflt) {
+  if (!present(c, key)) return dflt;
+  const double d = get_double(c.at(key), src, key);
+  if (!(d > 0)) RLP_THROW_INPUT("{}: key '{}' must be positive, got {}", src, key, d);
+  return d;
+}
+
+bool get_bool(const json& c, const std::string& src, const char* key, bool dflt) {
+  if (!present(c, key)) return dflt;
+  const json& v = c.at(key);
+  if (!v.is_boolean()) RLP_THROW_INPUT("{}: key '{}': expected true or false, got {}", src, key, v.dump());
+  return v.get<bool>();
+}
+
+// bos/eos: an int, a list of ints (the first is taken), null or absent (-1).
+int get_token(const json& c, const std::string& src, const char* key) {
+  if (!present(c, key)) return -1;
+  const json& v = c.at(key);
+  if (v.is_array()) {
+    if (v.empty()) return -1;
+    const int64_t t = as_int(v.at(0), src, std::string(key) + "[0]");
+    if (t < 0 || t > std::numeric_limits<int>::max()) RLP_THROW_INPUT("{}: key '{}': token id {} out of range", src, key, t);
+    return static_cast<int>(t);
+  }
+  const int64_t t = as_int(v, src, key);
+  if (t < 0 || t > std::numeric_limits<int>::max()) RLP_THROW_INPUT("{}: key '{}': token id {} out of range", src, key, t);
+  return static_cast<int>(t);
+}
+
+const char* expected_model_type(Arch a) {
+  switch (a) {
+    case Arch::llama: return "llama";
+    case Arch::qwen2: return "qwen2";
+    case Arch::qwen3: return "qwen3";
+    case Arch::mistral: return "mistral";
+  }
+  return "";
+}
+
+void parse_rope(const json& c, const std::string& src, ModelSpec& s) {
+  // Newer transformers versions keep RoPE settings (theta included) in `rope_parameters`.
+  const char* key = present(c, "rope_scaling") ? "rope_scaling" : (present(c, "rope_parameters") ? "rope_parameters" : nullptr);
+  if (present(c, "rope_theta")) {
+    s.rope_theta = get_positive_double(c, src, "rope_theta", 10000.0);
+  } else if (key && std::string(key) == "rope_parameters" && present(c.at(key), "rope_theta")) {
+    s.rope_theta = get_positive_double(c.at(key), src + " (rope_parameters)", "rope_theta", 10000.0);
+  }
+  if (!key) return;
+  const json& r = c.at(key);
+  if (!r.is_object()) RLP_THROW_INPUT("{}: key '{}': expected an object or null, got {}", src, key, r.dump());
+  std::string type;
+  for (const char* tk : {"rope_type", "type"}) {
+    if (present(r, tk)) {
+      if (!r.at(tk).is_string()) RLP_THROW_INPUT("{}: key '{}.{}': expected a string", src, key, tk);
+      type = r.at(tk).get<std::string>();
+      break;
+    }
+  }
+  if (type.empty()) RLP_THROW_INPUT("{}: key '{}': no 'rope_type' (or 'type') given", src, key);
+  if (type == "default") return;
+  if (type != "llama3")
+    RLP_THROW_INPUT("{}: key '{}': RoPE scaling type '{}' is not supported (supported: llama3, default)", src, key, type);
+  const std::string k = key;
+  auto need = [&](const char* f) -> const json& {
+    if (!present(r, f)) RLP_THROW_INPUT("{}: key '{}.{}' is required for rope_type llama3", src, k, f);
+    return r.at(f);
+  };
+  RopeScaling& rs = s.rope_scaling;
+  rs.type = RopeScaling::Type::llama3;
+  rs.factor = get_double(need("factor"), src, k + ".factor");
+  rs.low_freq_factor = get_double(need("low_freq_factor"), src, k + ".low_freq_factor");
+  rs.high_freq_factor = get_double(need("high_freq_factor"), src, k + ".high_freq_factor");
+  const int64_t omp = as_int(need("original_max_position_embeddings"), src, k + ".original_max_position_embeddings");
+  if (rs.factor <= 0) RLP_THROW_INPUT("{}: key '{}.factor' must be positive, got {}", src, k, rs.factor);
+  if (rs.low_freq_factor <= 0) RLP_THROW_INPUT("{}: key '{}.low_freq_factor' must be positive", src, k);
+  if (!(rs.high_freq_factor > rs.low_freq_factor))
+    RLP_THROW_INPUT("{}: key '{}.high_freq_factor' ({}) must be greater than low_freq_factor ({})", src, k,
+                    rs.high_freq_factor, rs.low_freq_factor);
+  if (omp <= 0 || omp > std::numeric_limits<int>::max())
+    RLP_THROW_INPUT("{}: key '{}.original_max_position_embeddings' must be a positive integer", src, k);
+  rs.original_max_position_embeddings = static_cast<int>(omp);
+}
+
+}  // namespace
+
+ModelSpec parse_model_spec(const nlohmann::json& c, const std::string& src) {
+  if (!c.is_object()) RLP_THROW_INPUT("{}: expected a JSON object at the top level", src);
+  ModelSpec s;
+
+  // Architecture.
+  if (!present(c, "architectures")) RLP_THROW_INPUT("{}: required key 'architectures' is missing", src);
+  const json& archs = c.at("architectures");
+  if (!archs.is_array() || archs.size() != 1 || !archs.at(0).is_string())
+    RLP_THROW_INPUT("{}: key 'architectures' must be a list of exactly one name, got {}", src, archs.dump());
+  s.arch_name = archs.at(0).get<std::string>();
+  if (s.arch_name == "LlamaForCausalLM") s.arch = Arch::llama;
+  else if (s.arch_name == "Qwen2ForCausalLM") s.arch = Arch::qwen2;
+  else if (s.arch_name == "Qwen3ForCausalLM") s.arch = Arch::qwen3;
+  else if (s.arch_name == "MistralForCausalLM") s.arch = Arch::mistral;
+  else
+    RLP_THROW_INPUT("{}: key 'architectures': '{}' is not supported (supported: LlamaForCausalLM, "
+                    "Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM)", src, s.arch_name);
+  if (present(c, "model_type")) {
+    const json& mt = c.at("model_type");
+    if (!mt.is_string() || mt.get<std::string>() != expected_model_type(s.arch))
+      RLP_THROW_INPUT("{}: key 'model_type' is {} but architectures says {} (model_type '{}')", src, mt.dump(),
+                      s.arch_name, expected_model_type(s.arch));
+  }
+  if (present(c, "quantization_config"))
+    RLP_THROW_INPUT("{}: key 'quantization_config': quantized checkpoints are not supported "
+                    "(rlparity reads f32/bf16/f16 master weights)", src);
+
+  // Shapes.
+  s.hidden = get_positive_int(c, src, "hidden_size");
+  s.intermediate = get_positive_int(c, src, "intermediate_size");
+  s.layers = get_positive_int(c, src, "num_hidden_layers");
+  s.heads = get_positive_int(c, src, "num_attention_heads");
+  s.kv_heads = present(c, "num_key_value_heads") ? get_positive_int(c, src, "num_key_value_heads") : s.heads;
+  s.vocab = get_positive_int(c, src, "vocab_size");
+  s.max_positions = get_positive_int(c, src, "max_position_embeddings");
+  if (present(c, "head_dim")) {
+    s.head_dim = get_positive_int(c, src, "head_dim");
+  } else if (s.arch == Arch::qwen3) {
+    RLP_THROW_INPUT("{}: required key 'head_dim' is missing (Qwen3 configs state it explicitly)", src);
+  } else {
+    if (s.hidden % s.heads != 0)
+      RLP_THROW_INPUT("{}: key 'hidden_size' ({}) is not divisible by 'num_attention_heads' ({}) and no 'head_dim' is given",
+                      src, s.hidden, s.heads);
+    s.head_dim = s.hidden / s.heads;
+  }
+  if (s.heads % s.kv_heads != 0)
+    RLP_THROW_INPUT("{}: key 'num_attention_heads' ({}) is not a multiple of 'num_key_value_heads' ({})", src, s.heads,
+                    s.kv_heads);
+  if (static_cast<int64_t>(s.heads) * s.head_dim > std::numeric_limits<int>::max())
+    RLP_THROW_INPUT("{}: key 'num_attention_heads' x 'head_dim' overflows", src);
+  if (s.head_dim % 2 != 0) RLP_THROW_INPUT("{}: key 'head_dim': RoPE needs an even head dimension, got {}", src, s.head_dim);
+
+  // Norms, activation, RoPE.
+  s.rms_eps = get_positive_double(c, src, "rms_norm_eps", 1e-6);
+  const std::string act = present(c, "hidden_act") ? (c.at("hidden_act").is_string() ? c.at("hidden_act").get<std::string>() : c.at("hidden_act").dump()) : "silu";
+  if (act != "silu") RLP_THROW_INPUT("{}: key 'hidden_act': activation '{}' is not supported (only silu)", src, act);
+  parse_rope(c, src, s);
+
+  // Biases.
+  if (get_bool(c, src, "mlp_bias", false)) RLP_THROW_INPUT("{}: key 'mlp_bias': MLP biases are not supported", src);
+  if (get_bool(c, src, "attention_bias", false)) {
+    RLP_THROW_INPUT("{}: key 'attention_bias': attention projection biases are not supported for {} "
+                    "(only Qwen2's built-in q/k/v biases are)", src, s.arch_name);
+  }
+  s.qkv_bias = s.arch == Arch::qwen2;
+  s.qk_norm = s.arch == Arch::qwen3;
+
+  // Sliding-window attention.
+  if (s.arch == Arch::qwen2 || s.arch == Arch::qwen3) {
+    if (get_bool(c, src, "use_sliding_window", false))
+      RLP_THROW_INPUT("{}: key 'use_sliding_window' is true: sliding-window attention is not supported", src);
+  } else if (s.arch == Arch::mistral) {
+    if (present(c, "sliding_window"))
+      RLP_THROW_INPUT("{}: key 'sliding_window' is {}: sliding-window attention is not supported "
+                      "(set it to null for full attention)", src, c.at("sliding_window").dump());
+  }
+  if (present(c, "layer_types")) {
+    const json& lt = c.at("layer_types");
+    if (!lt.is_array()) RLP_THROW_INPUT("{}: key 'layer_types': expected a list", src);
+    for (std::size_t i = 0; i < lt.size(); ++i) {
+      if (!lt[i].is_string() || lt[i].get<std::string>() != "full_attention")
+        RLP_THROW_INPUT("{}: key 'layer_types[{}]' is {}: only full_attention is supported "
+                        "(sliding-window attention is not)", src, i, lt[i].dump());
+    }
+  }
+
+  s.tied_embeddings = get_bool(c, src, "tie_word_embeddings", false);
+  s.bos_token = get_token(c, src, "bos_token_id");
+  s.eos_token = get_token(c, src, "eos_token_id");
+  return s;
+}
+
+nlohmann::json ModelSpec::to_json() const {
+  json j;
+  j["arch"] = arch_name;
+  j["hidden"] = hidden;
+  j["intermediate"] = intermediate;
+  j["layers"] = layers;
+  j["heads"] = heads;
+  j["kv_heads"] = kv_heads;
+  j["head_dim"] = head_dim;
+  j["vocab"] = vocab;
+  j["max_positions"] = max_positions;
+  j["rms_eps"] = rms_eps;
+  j["rope_theta"] = rope_theta;
+  if (rope_scaling.type == RopeScaling::Type::llama3) {
+    j["rope_scaling"] = {{"type", "llama3"},
+                         {"factor", rope_scaling.factor},
+                         {"low_freq_factor", rope_scaling.low_freq_factor},
+                         {"high_freq_factor", rope_scaling.high_freq_factor},
+                         {"original_max_position_embeddings", rope_scaling.original_max_position_embeddings}};
+  } else {
+    j["rope_scaling"] = nullptr;
+  }
+  j["tied_embeddings"] = tied_embeddings;
+  j["qkv_bias"] = qkv_bias;
+  j["qk_norm"] = qk_norm;
+  j["bos_token"] = bos_token;
+  j["eos_token"] = eos_token;
+  return j;
+}
+
+std::string layer_tensor_name(int layer, const std::string& suffix) {
+  return "model.layers." + std::to_string(layer) + "." + suffix;
+}
+
+}  // namespace rlp

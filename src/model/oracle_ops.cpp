@@ -1,0 +1,160 @@
+#include "rlparity/model/oracle_ops.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "rlparity/model/rope.hpp"
+#include "rlparity/numerics/gemm.hpp"
+#include "rlparity/util/error.hpp"
+
+namespace rlp {
+
+OracleOps::OracleOps(const ModelSpec& spec, const OracleWeights& weights)
+    : spec_(spec), w_(weights), inv_freq_(rope_inv_freq(spec)) {}
+
+OracleOps::Cache OracleOps::new_cache(int capacity) const {
+  Cache c;
+  const int width = spec_.kv_heads * spec_.head_dim;
+  c.k.assign(static_cast<std::size_t>(spec_.layers), Mat(capacity, width));
+  c.v.assign(static_cast<std::size_t>(spec_.layers), Mat(capacity, width));
+  return c;
+}
+
+void OracleOps::embed(const int32_t* tokens, int n, Mat& h) const {
+  const int H = spec_.hidden;
+  h.resize(n, H);
+  for (int i = 0; i < n; ++i)
+    for (int c = 0; c < H; ++c)
+      h(i, c) = w_.embed[static_cast<std::size_t>(tokens[i]) * static_cast<std::size_t>(H) + static_cast<std::size_t>(c)];
+}
+
+namespace {
+void rms_norm_row(const double* x, const double* w, int n, double eps, double* out) {
+  double sum = 0.0;
+  for (int i = 0; i < n; ++i) sum += x[i] * x[i];
+  const double r = 1.0 / std::sqrt(sum / n + eps);
+  for (int i = 0; i < n; ++i) out[i] = x[i] * r * w[i];
+}
+}  // namespace
+
+void OracleOps::add_norm(Mat& resid, const Mat* delta, int layer, NormSlot slot, Mat& out) const {
+  if (delta) resid += *delta;
+  const double* w = slot == NormSlot::final ? w_.final_norm.data()
+                    : slot == NormSlot::input ? w_.layers[static_cast<std::size_t>(layer)].input_norm.data()
+                                              : w_.layers[static_cast<std::size_t>(layer)].post_norm.data();
+  out.resize(resid.rows(), resid.cols());
+  for (int r = 0; r < resid.rows(); ++r)
+    rms_norm_row(resid.row(r).data(), w, spec_.hidden, spec_.rms_eps, out.row(r).data());
+}
+
+void OracleOps::residual_sum(const Mat& resid, const Mat& delta, Mat& out) const { out = resid + delta; }
+
+void OracleOps::affine(const Mat& x, const OracleLinear& lin, Mat& y) const {
+  y.resize(x.rows(), lin.out);
+  num::gemm_f64(x.data(), lin.w.data(), y.data(), static_cast<int>(x.rows()), lin.out, lin.in);
+  if (!lin.bias.empty())
+    for (int r = 0; r < y.rows(); ++r)
+      for (int c = 0; c < lin.out; ++c) y(r, c) += lin.bias[static_cast<std::size_t>(c)];
+}
+
+void OracleOps::linear(const Mat& x, int layer, Proj p, Mat& y) const {
+  affine(x, w_.layers[static_cast<std::size_t>(layer)][p], y);
+}
+
+void OracleOps::head_norm(Mat& x, int layer, Proj which) const {
+  const int hd = spec_.head_dim;
+  const auto& L = w_.layers[static_cast<std::size_t>(layer)];
+  const double* w = which == Proj::q ? L.q_norm.data() : L.k_norm.data();
+  std::vector<double> tmp(static_cast<std::size_t>(hd));
+  for (int r = 0; r < x.rows(); ++r)
+    for (int h = 0; h < x.cols() / hd; ++h) {
+      double* seg = x.row(r).data() + h * hd;
+      rms_norm_row(seg, w, hd, spec_.rms_eps, tmp.data());
+      std::copy(tmp.begin(), tmp.end(), seg);
+    }
+}
+
+void OracleOps::rope(Mat& q, Mat& k, int pos0) const {
+  const int hd = spec_.head_dim, half = hd / 2;
+  auto rotate = [&](Mat& m, int r, const std::vector<double>& cs, const std::vector<double>& sn) {
+    for (int h = 0; h < m.cols() / hd; ++h) {
+      double* x = m.row(r).data() + h * hd;
+      for (int i = 0; i < half; ++i) {
+        const double a = x[i], b = x[i + half];
+        x[i] = a * cs[static_cast<std::size_t>(i)] - b * sn[static_cast<std::size_t>(i)];
+        x[i + half] = b * cs[static_cast<std::size_t>(i)] + a * sn[static_cast<std::size_t>(i)];
+      }
+    }
+  };
+  std::vector<double> cs(static_cast<std::size_t>(half)), sn(static_cast<std::size_t>(half));
+  for (int r = 0; r < q.rows(); ++r) {
+    for (int i = 0; i < half; ++i) {
+      const double angle = static_cast<double>(pos0 + r) * inv_freq_[static_cast<std::size_t>(i)];
+      cs[static_cast<std::size_t>(i)] = std::cos(angle);
+      sn[static_cast<std::size_t>(i)] = std::sin(angle);
+    }
+    rotate(q, r, cs, sn);
+    rotate(k, r, cs, sn);
+  }
+}
+
+void OracleOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v, int pos0, Cache& cache,
+                          Mat& out) const {
+  const int n = static_cast<int>(q.rows()), hd = spec_.head_dim, group = spec_.heads / spec_.kv_heads;
+  Mat& K = cache.k[static_cast<std::size_t>(layer)];
+  Mat& V = cache.v[static_cast<std::size_t>(layer)];
+  if (pos0 + n > K.rows()) RLP_THROW("KV cache capacity {} exceeded at position {}", K.rows(), pos0 + n);
+  K.middleRows(pos0, n) = k;
+  V.middleRows(pos0, n) = v;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  out.resize(n, spec_.heads * hd);
+  std::vector<double> s;
+  for (int r = 0; r < n; ++r) {
+    const int last = pos0 + r;
+    s.resize(static_cast<std::size_t>(last + 1));
+    for (int h = 0; h < spec_.heads; ++h) {
+      const int g = h / group;
+      double m = -std::numeric_limits<double>::infinity();
+      for (int j = 0; j <= last; ++j) {
+        double dot = 0.0;
+        for (int d = 0; d < hd; ++d) dot += q(r, h * hd + d) * K(j, g * hd + d);
+        s[static_cast<std::size_t>(j)] = dot * scale;
+        m = std::max(m, s[static_cast<std::size_t>(j)]);
+      }
+      double l = 0.0;
+      for (int j = 0; j <= last; ++j) {
+        s[static_cast<std::size_t>(j)] = std::exp(s[static_cast<std::size_t>(j)] - m);
+        l += s[static_cast<std::size_t>(j)];
+      }
+      for (int d = 0; d < hd; ++d) {
+        double acc = 0.0;
+        for (int j = 0; j <= last; ++j) acc += s[static_cast<std::size_t>(j)] * V(j, g * hd + d);
+        out(r, h * hd + d) = acc / l;
+      }
+    }
+  }
+}
+
+void OracleOps::silu_mul(const Mat& gate, const Mat& up, Mat& out) const {
+  out.resize(gate.rows(), gate.cols());
+  for (Eigen::Index i = 0; i < gate.size(); ++i) {
+    const double g = gate.data()[i];
+    out.data()[i] = g / (1.0 + std::exp(-g)) * up.data()[i];
+  }
+}
+
+void OracleOps::logprobs(const Mat& xn, Mat& out) const {
+  affine(xn, w_.lm_head, out);
+  for (int r = 0; r < out.rows(); ++r) {
+    double* row = out.row(r).data();
+    double m = -std::numeric_limits<double>::infinity();
+    for (int i = 0; i < out.cols(); ++i) m = std::max(m, row[i]);
+    double sum = 0.0;
+    for (int i = 0; i < out.cols(); ++i) sum += std::exp(row[i] - m);
+    const double lse = m + std::log(sum);
+    for (int i = 0; i < out.cols(); ++i) row[i] -= lse;
+  }
+}
+
+}  // namespace rlp

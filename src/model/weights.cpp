@@ -1,0 +1,136 @@
+#include "rlparity/model/weights.hpp"
+
+#include <fmt/format.h>
+
+#include "rlparity/numerics/formats.hpp"
+#include "rlparity/util/parallel.hpp"
+
+namespace rlp {
+
+const char* proj_tensor_suffix(Proj p) {
+  switch (p) {
+    case Proj::q: return "self_attn.q_proj";
+    case Proj::k: return "self_attn.k_proj";
+    case Proj::v: return "self_attn.v_proj";
+    case Proj::o: return "self_attn.o_proj";
+    case Proj::gate: return "mlp.gate_proj";
+    case Proj::up: return "mlp.up_proj";
+    case Proj::down: return "mlp.down_proj";
+  }
+  return "?";
+}
+
+namespace {
+
+float round_act(float x, ActDtype act) { return act == ActDtype::bf16 ? num::round_bf16(x) : num::round_fp16(x); }
+
+std::vector<float> act_values(const TensorView& t, ActDtype act) {
+  std::vector<float> v(static_cast<std::size_t>(t.numel()));
+  t.to_float(v.data());
+  parallel_for(v.size(), 1 << 16, [&](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) v[i] = round_act(v[i], act);
+  });
+  return v;
+}
+
+std::vector<double> f64_values(const TensorView& t) {
+  std::vector<double> v(static_cast<std::size_t>(t.numel()));
+  t.to_double(v.data());
+  return v;
+}
+
+num::ScaleOptions scale_options(num::ScaleConvention c, bool pow2) {
+  num::ScaleOptions o;
+  o.convention = c;
+  o.pow2 = pow2;
+  return o;
+}
+
+PreparedLinear prepare_linear(const Checkpoint& ckpt, const std::string& base, const PathStyle& style, bool fp8,
+                              bool has_bias) {
+  const TensorView& t = ckpt.tensor(base + ".weight");
+  PreparedLinear lin;
+  lin.out = static_cast<int>(t.shape[0]);
+  lin.in = static_cast<int>(t.shape[1]);
+  lin.fp8 = fp8;
+  if (fp8) {
+    // The trainer's master weights (as stored) are what the refit quantizes: no bf16 detour.
+    std::vector<float> master(static_cast<std::size_t>(t.numel()));
+    t.to_float(master.data());
+    lin.wq = num::quantize_blocks(master.data(), lin.out, lin.in, 128, 128,
+                                  scale_options(style.weight_quant, style.pow2_scales));
+  } else {
+    lin.w = act_values(t, style.act);
+  }
+  if (has_bias) lin.bias = act_values(ckpt.tensor(base + ".bias"), style.act);
+  return lin;
+}
+
+}  // namespace
+
+std::string weights_key(const PathStyle& s) {
+  if (!s.fp8_linear) return fmt::format("act={}", static_cast<int>(s.act));
+  return fmt::format("act={};fp8;first={};last={};wq={};pow2={}", static_cast<int>(s.act), s.bf16_first_layers,
+                     s.bf16_last_layers, static_cast<int>(s.weight_quant), s.pow2_scales);
+}
+
+PreparedWeights prepare_weights(const Checkpoint& ckpt, const PathStyle& style) {
+  const ModelSpec& spec = ckpt.spec();
+  PreparedWeights w;
+  w.embed = act_values(ckpt.tensor("model.embed_tokens.weight"), style.act);
+  w.layers.resize(static_cast<std::size_t>(spec.layers));
+  for (int l = 0; l < spec.layers; ++l) {
+    PreparedLayer& layer = w.layers[static_cast<std::size_t>(l)];
+    const bool fp8 = style.layer_is_fp8(l, spec.layers);
+    for (int p = 0; p < kNumProj; ++p) {
+      const Proj proj = static_cast<Proj>(p);
+      const bool bias = spec.qkv_bias && (proj == Proj::q || proj == Proj::k || proj == Proj::v);
+      layer.proj[p] = prepare_linear(ckpt, layer_tensor_name(l, proj_tensor_suffix(proj)), style, fp8, bias);
+    }
+    layer.input_norm = act_values(ckpt.tensor(layer_tensor_name(l, "input_layernorm.weight")), style.act);
+    layer.post_norm = act_values(ckpt.tensor(layer_tensor_name(l, "post_attention_layernorm.weight")), style.act);
+    if (spec.qk_norm) {
+      layer.q_norm = act_values(ckpt.tensor(layer_tensor_name(l, "self_attn.q_norm.weight")), style.act);
+      layer.k_norm = act_values(ckpt.tensor(layer_tensor_name(l, "self_attn.k_norm.weight")), style.act);
+    }
+  }
+  w.final_norm = act_values(ckpt.tensor("model.norm.weight"), style.act);
+  const std::string head = spec.tied_embeddings ? "model.embed_tokens" : "lm_head";
+  w.lm_head = prepare_linear(ckpt, head, style, false, false);
+  return w;
+}
+
+OracleWeights prepare_oracle_weights(const Checkpoint& ckpt) {
+  const ModelSpec& spec = ckpt.spec();
+  auto linear = [&](const std::string& base, bool bias) {
+    const TensorView& t = ckpt.tensor(base + ".weight");
+    OracleLinear lin;
+    lin.out = static_cast<int>(t.shape[0]);
+    lin.in = static_cast<int>(t.shape[1]);
+    lin.w = f64_values(t);
+    if (bias) lin.bias = f64_values(ckpt.tensor(base + ".bias"));
+    return lin;
+  };
+  OracleWeights w;
+  w.embed = f64_values(ckpt.tensor("model.embed_tokens.weight"));
+  w.layers.resize(static_cast<std::size_t>(spec.layers));
+  for (int l = 0; l < spec.layers; ++l) {
+    OracleLayer& layer = w.layers[static_cast<std::size_t>(l)];
+    for (int p = 0; p < kNumProj; ++p) {
+      const Proj proj = static_cast<Proj>(p);
+      const bool bias = spec.qkv_bias && (proj == Proj::q || proj == Proj::k || proj == Proj::v);
+      layer.proj[p] = linear(layer_tensor_name(l, proj_tensor_suffix(proj)), bias);
+    }
+    layer.input_norm = f64_values(ckpt.tensor(layer_tensor_name(l, "input_layernorm.weight")));
+    layer.post_norm = f64_values(ckpt.tensor(layer_tensor_name(l, "post_attention_layernorm.weight")));
+    if (spec.qk_norm) {
+      layer.q_norm = f64_values(ckpt.tensor(layer_tensor_name(l, "self_attn.q_norm.weight")));
+      layer.k_norm = f64_values(ckpt.tensor(layer_tensor_name(l, "self_attn.k_norm.weight")));
+    }
+  }
+  w.final_norm = f64_values(ckpt.tensor("model.norm.weight"));
+  w.lm_head = linear(spec.tied_embeddings ? "model.embed_tokens" : "lm_head", false);
+  return w;
+}
+
+}  // namespace rlp

@@ -1,0 +1,345 @@
+// GEMM emulation kernels. The order of every fp32 operation is the one gemm.hpp states; speed
+// comes from register blocking (MR rows x NR columns of independent accumulators, vectorized
+// across N) over packed K-major panels, never from reordering a sum.
+#include "rlparity/numerics/gemm.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <vector>
+
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#include <immintrin.h>
+#endif
+
+#include "rlparity/util/error.hpp"
+#include "rlparity/util/parallel.hpp"
+
+namespace rlp::num {
+namespace {
+
+using std::size_t;
+
+// ---- micro-kernel: c[MR][NR] (+)= sum_k xp[k][i] * wp[k][j], one fused chain per (i, j) -------
+#if defined(__AVX512F__)
+constexpr int kVec = 16;
+constexpr int MR = 8;
+constexpr int NV = 3;
+#elif defined(__AVX2__) && defined(__FMA__)
+constexpr int kVec = 8;
+constexpr int MR = 4;
+constexpr int NV = 3;
+#else
+constexpr int kVec = 8;
+constexpr int MR = 4;
+constexpr int NV = 2;
+#endif
+constexpr int NR = kVec * NV;
+constexpr int KC = 128;       // K per packed block (== the fp8 slice, so fp8 packs one slice)
+constexpr int MC = MR * 24;   // rows per task tile
+constexpr int NC = NR * 4;    // columns per task tile
+constexpr int kTile = MR * NR;
+
+// kc steps of c = fma(x, w, c) per lane; c starts at +0 when `zero`, else is loaded.
+inline void micro(int kc, const float* __restrict xp, const float* __restrict wp, float* __restrict c,
+                  bool zero) {
+#if defined(__AVX512F__)
+  __m512 acc[MR][NV];
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v) acc[i][v] = zero ? _mm512_setzero_ps() : _mm512_loadu_ps(c + i * NR + v * kVec);
+  for (int k = 0; k < kc; ++k) {
+    __m512 b[NV];
+    for (int v = 0; v < NV; ++v) b[v] = _mm512_loadu_ps(wp + k * NR + v * kVec);
+    for (int i = 0; i < MR; ++i) {
+      const __m512 a = _mm512_set1_ps(xp[k * MR + i]);
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(a, b[v], acc[i][v]);
+    }
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(c + i * NR + v * kVec, acc[i][v]);
+#elif defined(__AVX2__) && defined(__FMA__)
+  __m256 acc[MR][NV];
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v) acc[i][v] = zero ? _mm256_setzero_ps() : _mm256_loadu_ps(c + i * NR + v * kVec);
+  for (int k = 0; k < kc; ++k) {
+    __m256 b[NV];
+    for (int v = 0; v < NV; ++v) b[v] = _mm256_loadu_ps(wp + k * NR + v * kVec);
+    for (int i = 0; i < MR; ++i) {
+      const __m256 a = _mm256_set1_ps(xp[k * MR + i]);
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_fmadd_ps(a, b[v], acc[i][v]);
+    }
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v) _mm256_storeu_ps(c + i * NR + v * kVec, acc[i][v]);
+#else
+  float acc[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) acc[i][j] = zero ? 0.0f : c[i * NR + j];
+  for (int k = 0; k < kc; ++k)
+    for (int i = 0; i < MR; ++i) {
+      const float a = xp[k * MR + i];
+      for (int j = 0; j < NR; ++j) acc[i][j] = std::fma(a, wp[k * NR + j], acc[i][j]);
+    }
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) c[i * NR + j] = acc[i][j];
+#endif
+}
+
+// ---- packing: panels of P rows (MR for X, NR for W), K-major inside a panel; rows past the end
+// are zero (their results are computed and discarded) -----------------------------------------
+template <int P, class Get>
+void pack_panels(int r0, int nrows, int kc, float* dst, Get get) {
+  const int panels = (nrows + P - 1) / P;
+  for (int p = 0; p < panels; ++p) {
+    float* d = dst + static_cast<size_t>(p) * static_cast<size_t>(kc) * P;
+    for (int i = 0; i < P; ++i) {
+      const int r = p * P + i;
+      if (r < nrows) {
+        get(r0 + r, d + i, kc);  // writes d[k * P] for k < kc
+      } else {
+        for (int k = 0; k < kc; ++k) d[k * P + i] = 0.0f;
+      }
+    }
+  }
+}
+
+template <int P>
+void pack_f32(const float* A, int ld, int r0, int nrows, int k0, int kc, float* dst) {
+  pack_panels<P>(r0, nrows, kc, dst, [&](int r, float* d, int n) {
+    const float* s = A + static_cast<size_t>(r) * static_cast<size_t>(ld) + static_cast<size_t>(k0);
+    for (int k = 0; k < n; ++k) d[k * P] = s[k];
+  });
+}
+
+template <int P>
+void pack_fp8(const uint8_t* A, int ld, const float* lut, int r0, int nrows, int k0, int kc, float* dst) {
+  pack_panels<P>(r0, nrows, kc, dst, [&](int r, float* d, int n) {
+    const uint8_t* s = A + static_cast<size_t>(r) * static_cast<size_t>(ld) + static_cast<size_t>(k0);
+    for (int k = 0; k < n; ++k) d[k * P] = lut[s[k]];
+  });
+}
+
+// Even split of n items into parts: the first (n % parts) parts get one more.
+inline int split_begin(int n, int parts, int r) {
+  const int base = n / parts, extra = n % parts;
+  return r * base + std::min(r, extra);
+}
+
+struct TileGrid {
+  int mt, nt;
+  TileGrid(int M, int N) : mt((M + MC - 1) / MC), nt((N + NC - 1) / NC) {}
+  size_t count() const { return static_cast<size_t>(mt) * static_cast<size_t>(nt); }
+};
+
+// Buffers of a task tile in micro-tile order: micro-tile (ir, jr) at ((jr * nir) + ir) * kTile.
+struct TileBufs {
+  std::vector<float> xp, wp, acc, racc, tot;
+  TileBufs() : xp(static_cast<size_t>(MC) * KC), wp(static_cast<size_t>(NC) * KC),
+               acc(static_cast<size_t>(MC) * NC), racc(acc.size()), tot(acc.size()) {}
+};
+
+// Writes the tile's `src` to Y, rounding per `out`.
+void write_back(const float* src, float* Y, int N, int m0, int mrows, int n0, int ncols, int nir, OutRound out) {
+  for (int jr = 0; jr * NR < ncols; ++jr)
+    for (int ir = 0; ir * MR < mrows; ++ir) {
+      const float* t = src + (static_cast<size_t>(jr) * static_cast<size_t>(nir) + static_cast<size_t>(ir)) * kTile;
+      for (int i = 0; i < MR && ir * MR + i < mrows; ++i) {
+        float* y = Y + static_cast<size_t>(m0 + ir * MR + i) * static_cast<size_t>(N) + static_cast<size_t>(n0 + jr * NR);
+        const int nj = std::min(NR, ncols - jr * NR);
+        for (int j = 0; j < nj; ++j) y[j] = round_out(t[i * NR + j], out);
+      }
+    }
+}
+
+void check_cfg(const GemmConfig& cfg) {
+  RLP_CHECK(cfg.split_k >= 1, "GemmConfig.split_k must be >= 1, got {}", cfg.split_k);
+  RLP_CHECK(cfg.k_chunk >= 0, "GemmConfig.k_chunk must be >= 0, got {}", cfg.k_chunk);
+}
+
+}  // namespace
+
+// ---- bf16/fp16 operands, fp32 accumulation ------------------------------------------------------
+void gemm_f32acc(const float* X, const float* W, float* Y, int M, int N, int K, const GemmConfig& cfg) {
+  check_cfg(cfg);
+  RLP_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm_f32acc: negative shape M={} N={} K={}", M, N, K);
+  if (M == 0 || N == 0) return;
+
+  // The K segments every tile walks through, each at most KC long, with the events at its end.
+  struct Seg {
+    int k0, k1;
+    bool chunk_start, chunk_end, first_chunk, range_end;
+    int range;
+  };
+  if (K == 0) {
+    for (size_t i = 0; i < static_cast<size_t>(M) * static_cast<size_t>(N); ++i) Y[i] = 0.0f;
+    return;
+  }
+  std::vector<Seg> segs;
+  const int S = std::min(cfg.split_k, K);  // every range non-empty
+  for (int r = 0; r < S; ++r) {
+    const int rb = split_begin(K, S, r), re = split_begin(K, S, r + 1);
+    const int chunk = cfg.k_chunk > 0 ? cfg.k_chunk : re - rb;
+    for (int c0 = rb; c0 < re; c0 += chunk) {
+      const int c1 = std::min(re, c0 + chunk);
+      for (int s0 = c0; s0 < c1; s0 += KC) {
+        const int s1 = std::min(c1, s0 + KC);
+        segs.push_back({s0, s1, s0 == c0, s1 == c1, c0 == rb, false, r});
+      }
+    }
+    segs.back().range_end = true;
+  }
+  // With one range of one chunk, the chunk accumulator is the result: no copies.
+  const bool direct = S == 1 && std::all_of(segs.begin(), segs.end(), [](const Seg& s) { return s.first_chunk; });
+
+  const TileGrid grid(M, N);
+  rlp::parallel_for(grid.count(), 1, [&](size_t t0, size_t t1) {
+    TileBufs b;
+    for (size_t t = t0; t < t1; ++t) {
+      const int m0 = static_cast<int>(t / static_cast<size_t>(grid.nt)) * MC;
+      const int n0 = static_cast<int>(t % static_cast<size_t>(grid.nt)) * NC;
+      const int mrows = std::min(MC, M - m0), ncols = std::min(NC, N - n0);
+      const int nir = (mrows + MR - 1) / MR, njr = (ncols + NR - 1) / NR;
+      const size_t used = static_cast<size_t>(nir) * static_cast<size_t>(njr) * kTile;
+      for (const Seg& sg : segs) {
+        const int kc = sg.k1 - sg.k0;
+        pack_f32<MR>(X, K, m0, mrows, sg.k0, kc, b.xp.data());
+        pack_f32<NR>(W, K, n0, ncols, sg.k0, kc, b.wp.data());
+        for (int jr = 0; jr < njr; ++jr)
+          for (int ir = 0; ir < nir; ++ir)
+            micro(kc, b.xp.data() + static_cast<size_t>(ir) * kc * MR, b.wp.data() + static_cast<size_t>(jr) * kc * NR,
+                  b.acc.data() + (static_cast<size_t>(jr) * nir + static_cast<size_t>(ir)) * kTile, sg.chunk_start);
+        if (direct) continue;
+        if (sg.chunk_end) {
+          if (sg.first_chunk) std::copy(b.acc.begin(), b.acc.begin() + static_cast<std::ptrdiff_t>(used), b.racc.begin());
+          else for (size_t i = 0; i < used; ++i) b.racc[i] = b.racc[i] + b.acc[i];
+        }
+        if (sg.range_end) {
+          if (sg.range == 0) std::copy(b.racc.begin(), b.racc.begin() + static_cast<std::ptrdiff_t>(used), b.tot.begin());
+          else for (size_t i = 0; i < used; ++i) b.tot[i] = b.tot[i] + b.racc[i];
+        }
+      }
+      write_back(direct ? b.acc.data() : b.tot.data(), Y, N, m0, mrows, n0, ncols, nir, cfg.out);
+    }
+  });
+}
+
+// ---- fp8 block-scaled ---------------------------------------------------------------------------
+void gemm_fp8_blockscaled(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, const GemmConfig& cfg) {
+  check_cfg(cfg);
+  RLP_CHECK(X.cols == W.cols, "gemm_fp8_blockscaled: K mismatch, X is {}x{}, W is {}x{}", X.rows, X.cols,
+            W.rows, W.cols);
+  RLP_CHECK(X.block_cols == W.block_cols, "gemm_fp8_blockscaled: X blocks {}x{} and W blocks {}x{} must share K width",
+            X.block_rows, X.block_cols, W.block_rows, W.block_cols);
+  RLP_CHECK(X.block_rows == 1, "gemm_fp8_blockscaled: X must be quantized per row (1x{} blocks), has {}x{}",
+            X.block_cols, X.block_rows, X.block_cols);
+  RLP_CHECK(X.block_cols > 0 && W.block_rows > 0, "gemm_fp8_blockscaled: bad block shape");
+  const int M = X.rows, N = W.rows, K = X.cols, B = X.block_cols;
+  if (M == 0 || N == 0) return;
+  const int slices = (K + B - 1) / B;
+  const int S = std::max(1, std::min(cfg.split_k, std::max(slices, 1)));
+  const int xcb = X.col_blocks(), wcb = W.col_blocks();
+  float xlut[256], wlut[256];
+  for (int c = 0; c < 256; ++c) {
+    xlut[c] = fp8_to_float(static_cast<uint8_t>(c), X.kind);
+    wlut[c] = fp8_to_float(static_cast<uint8_t>(c), W.kind);
+  }
+  const bool deepgemm = cfg.promotion == Promotion::deepgemm;
+  auto promote = [deepgemm](float p, float sa, float sb, float y) {
+    // cuBLASLt (TE's reference): the partial is multiplied by the 1D (activation) scale and
+    // rounded, then fused with the 2D (weight) scale. DeepGEMM folds both scales first.
+    return deepgemm ? std::fma(sa * sb, p, y) : std::fma(p * sa, sb, y);
+  };
+
+  if (cfg.slice_accum == SliceAccum::hopper) {
+    // Bit-level model, element by element (slow by design).
+    std::vector<float> wf(static_cast<size_t>(N) * static_cast<size_t>(K));
+    for (size_t i = 0; i < wf.size(); ++i) wf[i] = wlut[W.codes[i]];
+    rlp::parallel_for(static_cast<size_t>(M), 1, [&](size_t r0, size_t r1) {
+      std::vector<float> xf(static_cast<size_t>(K));
+      for (size_t m = r0; m < r1; ++m) {
+        for (int k = 0; k < K; ++k) xf[static_cast<size_t>(k)] = xlut[X.codes[m * static_cast<size_t>(K) + static_cast<size_t>(k)]];
+        for (int n = 0; n < N; ++n) {
+          const float* wr = wf.data() + static_cast<size_t>(n) * static_cast<size_t>(K);
+          float tot = 0.0f;
+          for (int r = 0; r < S; ++r) {
+            float y = 0.0f;
+            for (int s = split_begin(slices, S, r); s < split_begin(slices, S, r + 1); ++s) {
+              const int k0 = s * B, len = std::min(B, K - k0);
+              float p = 0.0f;
+              for (int q0 = 0; q0 < len; q0 += 128)
+                p = hopper_slice_accumulate(xf.data() + k0 + q0, wr + k0 + q0, std::min(128, len - q0), p);
+              y = promote(p, X.block_scale_inv(static_cast<int>(m), k0), W.block_scale_inv(n, k0), y);
+            }
+            tot = r == 0 ? y : tot + y;
+          }
+          Y[m * static_cast<size_t>(N) + static_cast<size_t>(n)] = round_out(tot, cfg.out);
+        }
+      }
+    });
+    return;
+  }
+
+  RLP_CHECK(B <= KC, "gemm_fp8_blockscaled: fp32 slice accumulation supports K blocks up to {}, got {}", KC, B);
+  const TileGrid grid(M, N);
+  rlp::parallel_for(grid.count(), 1, [&](size_t t0, size_t t1) {
+    TileBufs b;
+    std::vector<float> sa(static_cast<size_t>(MC)), sb(static_cast<size_t>(NC));
+    for (size_t t = t0; t < t1; ++t) {
+      const int m0 = static_cast<int>(t / static_cast<size_t>(grid.nt)) * MC;
+      const int n0 = static_cast<int>(t % static_cast<size_t>(grid.nt)) * NC;
+      const int mrows = std::min(MC, M - m0), ncols = std::min(NC, N - n0);
+      const int nir = (mrows + MR - 1) / MR, njr = (ncols + NR - 1) / NR;
+      const size_t used = static_cast<size_t>(nir) * static_cast<size_t>(njr) * kTile;
+      for (int r = 0; r < S; ++r) {
+        std::fill(b.racc.begin(), b.racc.begin() + static_cast<std::ptrdiff_t>(used), 0.0f);  // y = +0
+        for (int s = split_begin(slices, S, r); s < split_begin(slices, S, r + 1); ++s) {
+          const int k0 = s * B, kc = std::min(B, K - k0);
+          pack_fp8<MR>(X.codes.data(), K, xlut, m0, mrows, k0, kc, b.xp.data());
+          pack_fp8<NR>(W.codes.data(), K, wlut, n0, ncols, k0, kc, b.wp.data());
+          for (int i = 0; i < mrows; ++i) sa[static_cast<size_t>(i)] = X.scale_inv[static_cast<size_t>(m0 + i) * static_cast<size_t>(xcb) + static_cast<size_t>(s)];
+          for (int j = 0; j < ncols; ++j)
+            sb[static_cast<size_t>(j)] = W.scale_inv[static_cast<size_t>((n0 + j) / W.block_rows) * static_cast<size_t>(wcb) + static_cast<size_t>(s)];
+          for (int jr = 0; jr < njr; ++jr)
+            for (int ir = 0; ir < nir; ++ir) {
+              const size_t off = (static_cast<size_t>(jr) * nir + static_cast<size_t>(ir)) * kTile;
+              micro(kc, b.xp.data() + static_cast<size_t>(ir) * kc * MR, b.wp.data() + static_cast<size_t>(jr) * kc * NR,
+                    b.acc.data() + off, true);
+              // Promotion of the slice partial into this range's y (padded lanes use scale 0).
+              const float* p = b.acc.data() + off;
+              float* y = b.racc.data() + off;
+              for (int i = 0; i < MR; ++i) {
+                const int gi = ir * MR + i;
+                const float a = gi < mrows ? sa[static_cast<size_t>(gi)] : 0.0f;
+                for (int j = 0; j < NR; ++j) {
+                  const int gj = jr * NR + j;
+                  const float bs = gj < ncols ? sb[static_cast<size_t>(gj)] : 0.0f;
+                  y[i * NR + j] = promote(p[i * NR + j], a, bs, y[i * NR + j]);
+                }
+              }
+            }
+        }
+        if (r == 0) std::copy(b.racc.begin(), b.racc.begin() + static_cast<std::ptrdiff_t>(used), b.tot.begin());
+        else for (size_t i = 0; i < used; ++i) b.tot[i] = b.tot[i] + b.racc[i];
+      }
+      write_back(b.tot.data(), Y, N, m0, mrows, n0, ncols, nir, cfg.out);
+    }
+  });
+}
+
+// ---- float64 oracle -----------------------------------------------------------------------------
+void gemm_f64(const double* X, const double* W, double* Y, int M, int N, int K) {
+  RLP_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm_f64: negative shape M={} N={} K={}", M, N, K);
+  rlp::parallel_for(static_cast<size_t>(M), 1, [&](size_t m0, size_t m1) {
+    for (size_t m = m0; m < m1; ++m) {
+      const double* x = X + m * static_cast<size_t>(K);
+      for (int n = 0; n < N; ++n) {
+        const double* w = W + static_cast<size_t>(n) * static_cast<size_t>(K);
+        double s = 0.0;
+        for (int k = 0; k < K; ++k) s = s + x[k] * w[k];  // -ffp-contract=off: no fusion
+        Y[m * static_cast<size_t>(N) + static_cast<size_t>(n)] = s;
+      }
+    }
+  });
+}
+
+}  // namespace rlp::num

@@ -1,0 +1,144 @@
+#include "rlparity/numerics/quantize.hpp"
+
+#include <algorithm>
+#include <cstddef>
+
+#include "rlparity/util/error.hpp"
+#include "rlparity/util/parallel.hpp"
+
+namespace rlp::num {
+namespace {
+
+using std::size_t;
+
+// NaN-ignoring amax over a row segment on the float bits: for non-NaN values the unsigned order
+// of |x|'s bits is the float order, so an integer max (which vectorizes) gives the fmaxf result.
+struct AmaxAcc {
+  uint32_t bits = 0;
+  uint32_t nan = 0;
+};
+
+inline void amax_row(const float* x, int n, AmaxAcc& acc) {
+  uint32_t m = acc.bits, nan = acc.nan;
+  for (int i = 0; i < n; ++i) {
+    const uint32_t a = f32_bits(x[i]) & 0x7FFFFFFFu;
+    const uint32_t is_nan = a > 0x7F800000u ? 1u : 0u;
+    const uint32_t b = is_nan ? 0u : a;
+    m = b > m ? b : m;
+    nan |= is_nan;
+  }
+  acc.bits = m;
+  acc.nan = nan;
+}
+
+template <ScaleConvention C, Fp8Kind K>
+void quantize_row(const float* x, uint8_t* q, int n, BlockScale s) {
+  ScaleOptions o;
+  o.convention = C;
+  o.kind = K;
+  for (int i = 0; i < n; ++i) q[i] = quantize_with(x[i], s, o);
+}
+
+using RowFn = void (*)(const float*, uint8_t*, int, BlockScale);
+
+template <ScaleConvention C>
+RowFn pick_kind(Fp8Kind k) {
+  return k == Fp8Kind::e4m3 ? &quantize_row<C, Fp8Kind::e4m3> : &quantize_row<C, Fp8Kind::e5m2>;
+}
+
+RowFn pick_row_fn(const ScaleOptions& o) {
+  switch (o.convention) {
+    case ScaleConvention::te: return pick_kind<ScaleConvention::te>(o.kind);
+    case ScaleConvention::vllm: return pick_kind<ScaleConvention::vllm>(o.kind);
+    case ScaleConvention::deepgemm: return pick_kind<ScaleConvention::deepgemm>(o.kind);
+    case ScaleConvention::nemo_refit: return pick_kind<ScaleConvention::nemo_refit>(o.kind);
+  }
+  return pick_kind<ScaleConvention::te>(o.kind);
+}
+
+}  // namespace
+
+Fp8Tensor quantize_blocks(const float* x, int rows, int cols, int block_rows, int block_cols,
+                          const ScaleOptions& opt) {
+  RLP_CHECK(rows >= 0 && cols >= 0, "quantize_blocks: negative shape {}x{}", rows, cols);
+  RLP_CHECK(block_rows > 0 && block_cols > 0, "quantize_blocks: block shape {}x{} must be positive",
+            block_rows, block_cols);
+  RLP_CHECK(x != nullptr || rows * cols == 0, "quantize_blocks: null input");
+  Fp8Tensor t;
+  t.rows = rows;
+  t.cols = cols;
+  t.block_rows = block_rows;
+  t.block_cols = block_cols;
+  t.kind = opt.kind;
+  t.codes.resize(static_cast<size_t>(rows) * static_cast<size_t>(cols));
+  const int rb = t.row_blocks(), cb = t.col_blocks();
+  t.scale_inv.resize(static_cast<size_t>(rb) * static_cast<size_t>(cb));
+  if (rows == 0 || cols == 0) return t;
+
+  const RowFn row_fn = pick_row_fn(opt);
+  // NeMo RL pads with data_hp[-1, -1]; that value joins the amax of every partial block.
+  const float last = x[static_cast<size_t>(rows) * static_cast<size_t>(cols) - 1];
+  const bool pad_with_last = opt.convention == ScaleConvention::nemo_refit;
+
+  rlp::parallel_for(static_cast<size_t>(rb), 1, [&](size_t b0, size_t b1) {
+    for (size_t br = b0; br < b1; ++br) {
+      const int r0 = static_cast<int>(br) * block_rows;
+      const int r1 = std::min(rows, r0 + block_rows);
+      for (int bc = 0; bc < cb; ++bc) {
+        const int c0 = bc * block_cols;
+        const int c1 = std::min(cols, c0 + block_cols);
+        AmaxAcc acc;
+        for (int r = r0; r < r1; ++r)
+          amax_row(x + static_cast<size_t>(r) * static_cast<size_t>(cols) + c0, c1 - c0, acc);
+        const bool partial = (r1 - r0) < block_rows || (c1 - c0) < block_cols;
+        if (pad_with_last && partial) amax_row(&last, 1, acc);
+        const float amax = finish_amax(bits_f32(acc.bits), acc.nan != 0, opt.convention);
+        const BlockScale s = compute_block_scale(amax, opt);
+        t.scale_inv[br * static_cast<size_t>(cb) + static_cast<size_t>(bc)] = s.scale_inv;
+        for (int r = r0; r < r1; ++r) {
+          const size_t off = static_cast<size_t>(r) * static_cast<size_t>(cols) + static_cast<size_t>(c0);
+          row_fn(x + off, t.codes.data() + off, c1 - c0, s);
+        }
+      }
+    }
+  });
+  return t;
+}
+
+void dequantize(const Fp8Tensor& t, float* out) {
+  float lut[256];
+  for (int c = 0; c < 256; ++c) lut[c] = fp8_to_float(static_cast<uint8_t>(c), t.kind);
+  const int cb = t.col_blocks();
+  rlp::parallel_for(static_cast<size_t>(t.rows), 16, [&](size_t r0, size_t r1) {
+    for (size_t r = r0; r < r1; ++r) {
+      const float* srow = t.scale_inv.data() + (r / static_cast<size_t>(t.block_rows)) * static_cast<size_t>(cb);
+      const uint8_t* q = t.codes.data() + r * static_cast<size_t>(t.cols);
+      float* o = out + r * static_cast<size_t>(t.cols);
+      for (int c = 0; c < t.cols; ++c) o[c] = lut[q[c]] * srow[c / t.block_cols];
+    }
+  });
+}
+
+std::vector<float> scales_for_cublaslt_vec128(const Fp8Tensor& t) {
+  RLP_CHECK(t.block_rows == 1 && t.block_cols == 128,
+            "scales_for_cublaslt_vec128 needs 1x128 blocks, tensor has {}x{}", t.block_rows, t.block_cols);
+  const size_t m = static_cast<size_t>(t.rows), kb = static_cast<size_t>(t.col_blocks());
+  const size_t ld = (m + 3) / 4 * 4;
+  std::vector<float> out(kb * ld, 0.0f);
+  for (size_t r = 0; r < m; ++r)
+    for (size_t b = 0; b < kb; ++b) out[b * ld + r] = t.scale_inv[r * kb + b];
+  return out;
+}
+
+std::vector<float> scales_for_cublaslt_blk128(const Fp8Tensor& t) {
+  RLP_CHECK(t.block_rows == 128 && t.block_cols == 128,
+            "scales_for_cublaslt_blk128 needs 128x128 blocks, tensor has {}x{}", t.block_rows, t.block_cols);
+  const size_t mb = static_cast<size_t>(t.row_blocks()), kb = static_cast<size_t>(t.col_blocks());
+  const size_t ld = (kb + 3) / 4 * 4;
+  std::vector<float> out(mb * ld, 0.0f);
+  for (size_t r = 0; r < mb; ++r)
+    for (size_t b = 0; b < kb; ++b) out[r * ld + b] = t.scale_inv[r * kb + b];
+  return out;
+}
+
+}  // namespace rlp::num

@@ -1,0 +1,185 @@
+#include "rlparity/replay/inputs.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+#include "rlparity/util/error.hpp"
+
+namespace rlp {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kAllowedKeys = "id, prompt, response, logprobs";
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+struct LineCtx {
+  const std::string& path;
+  int line;
+};
+
+#define RLP_INPUT_FAIL(ctx, ...) \
+  RLP_THROW_INPUT("inputs file '{}', line {}: {}", (ctx).path, (ctx).line, ::fmt::format(__VA_ARGS__))
+
+std::vector<int32_t> token_array(const json& v, const char* key, int vocab, const LineCtx& ctx) {
+  if (!v.is_array()) RLP_INPUT_FAIL(ctx, "\"{}\" must be an array of token ids, got {}", key, v.type_name());
+  std::vector<int32_t> out;
+  out.reserve(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const json& e = v[i];
+    int64_t id = 0;
+    if (e.is_number_unsigned()) {
+      const uint64_t u = e.get<uint64_t>();
+      id = u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ? std::numeric_limits<int64_t>::max()
+                                                                          : static_cast<int64_t>(u);
+    } else if (e.is_number_integer()) {
+      id = e.get<int64_t>();
+    } else {
+      RLP_INPUT_FAIL(ctx, "\"{}\"[{}] is not an integer token id (got {} {})", key, i, e.type_name(), e.dump());
+    }
+    if (id < 0 || id >= vocab)
+      RLP_INPUT_FAIL(ctx, "\"{}\"[{}] = {} is outside the vocabulary [0, {})", key, i, id, vocab);
+    out.push_back(static_cast<int32_t>(id));
+  }
+  return out;
+}
+
+InputSequence parse_line(const std::string& text, int vocab, int max_context, const LineCtx& ctx) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    RLP_INPUT_FAIL(ctx, "malformed JSON: {}", e.what());
+  }
+  if (!j.is_object()) RLP_INPUT_FAIL(ctx, "expected a JSON object, got {}", j.type_name());
+  for (const auto& [key, value] : j.items()) {
+    (void)value;
+    if (key != "id" && key != "prompt" && key != "response" && key != "logprobs")
+      RLP_INPUT_FAIL(ctx, "unknown key \"{}\" (allowed keys: {})", key, kAllowedKeys);
+  }
+  InputSequence seq;
+  seq.line = ctx.line;
+  auto id_it = j.find("id");
+  if (id_it == j.end()) RLP_INPUT_FAIL(ctx, "missing \"id\" (a string or an integer)");
+  if (id_it->is_string()) {
+    seq.id = id_it->get<std::string>();
+    if (seq.id.empty()) RLP_INPUT_FAIL(ctx, "\"id\" is an empty string");
+    if (seq.id.find('\0') != std::string::npos) RLP_INPUT_FAIL(ctx, "\"id\" contains a NUL character");
+  } else if (id_it->is_number_integer()) {
+    seq.id = id_it->dump();  // decimal, signed or unsigned
+  } else {
+    RLP_INPUT_FAIL(ctx, "\"id\" must be a string or an integer, got {} {}", id_it->type_name(), id_it->dump());
+  }
+  auto p_it = j.find("prompt");
+  if (p_it == j.end()) RLP_INPUT_FAIL(ctx, "missing \"prompt\" (an array of token ids)");
+  seq.prompt = token_array(*p_it, "prompt", vocab, ctx);
+  if (seq.prompt.empty()) RLP_INPUT_FAIL(ctx, "\"prompt\" is empty");
+  auto r_it = j.find("response");
+  if (r_it != j.end()) {
+    seq.response = token_array(*r_it, "response", vocab, ctx);
+    if (seq.response.empty())
+      RLP_INPUT_FAIL(ctx, "\"response\" is empty (omit the key to have a response sampled)");
+    seq.has_response = true;
+  }
+  const std::size_t total = seq.prompt.size() + seq.response.size();
+  if (total > static_cast<std::size_t>(max_context))
+    RLP_INPUT_FAIL(ctx, "prompt ({}) + response ({}) = {} tokens exceeds the model context of {}",
+                   seq.prompt.size(), seq.response.size(), total, max_context);
+  auto l_it = j.find("logprobs");
+  if (l_it != j.end()) {
+    if (!seq.has_response) RLP_INPUT_FAIL(ctx, "\"logprobs\" given without a \"response\"");
+    if (!l_it->is_array()) RLP_INPUT_FAIL(ctx, "\"logprobs\" must be an array of numbers, got {}", l_it->type_name());
+    if (l_it->size() != seq.response.size())
+      RLP_INPUT_FAIL(ctx, "\"logprobs\" has {} values but \"response\" has {} tokens", l_it->size(),
+                     seq.response.size());
+    seq.engine_logprobs.reserve(l_it->size());
+    for (std::size_t i = 0; i < l_it->size(); ++i) {
+      const json& e = (*l_it)[i];
+      if (!e.is_number()) RLP_INPUT_FAIL(ctx, "\"logprobs\"[{}] is not a number (got {})", i, e.type_name());
+      seq.engine_logprobs.push_back(e.get<double>());
+    }
+  }
+  return seq;
+}
+
+bool is_blank(const std::string& s) {
+  for (char c : s)
+    if (c != ' ' && c != '\t' && c != '\r' && c != '\n' && c != '\f' && c != '\v') return false;
+  return true;
+}
+
+}  // namespace
+
+std::vector<InputSequence> read_inputs_jsonl(const std::string& path, int vocab_size, int max_context) {
+  RLP_CHECK(vocab_size > 0 && max_context > 0, "read_inputs_jsonl: vocab_size {} and max_context {} must be > 0",
+            vocab_size, max_context);
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) RLP_THROW_INPUT("inputs file '{}' is a directory", path);
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) RLP_THROW_INPUT("cannot open inputs file '{}': {}", path, std::strerror(errno));
+
+  std::vector<InputSequence> out;
+  std::unordered_map<std::string, int> seen;  // id -> line
+  std::string cur;
+  int line_no = 0;
+  auto finish_line = [&]() {
+    ++line_no;
+    if (!is_blank(cur)) {
+      LineCtx ctx{path, line_no};
+      InputSequence seq = parse_line(cur, vocab_size, max_context, ctx);
+      auto [it, inserted] = seen.emplace(seq.id, line_no);
+      if (!inserted) RLP_INPUT_FAIL(ctx, "duplicate id \"{}\" (first used on line {})", seq.id, it->second);
+      out.push_back(std::move(seq));
+    }
+    cur.clear();
+  };
+  std::vector<char> buf(std::size_t{1} << 20);
+  for (;;) {
+    const ssize_t got = ::read(fd.get(), buf.data(), buf.size());
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      RLP_THROW_INPUT("cannot read inputs file '{}' (after line {}): {}", path, line_no, std::strerror(errno));
+    }
+    if (got == 0) break;
+    const char* p = buf.data();
+    const char* end = p + got;
+    while (p < end) {
+      const char* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<std::size_t>(end - p)));
+      const char* stop = nl ? nl : end;
+      cur.append(p, stop);
+      if (cur.size() > kMaxInputLineBytes)
+        RLP_THROW_INPUT("inputs file '{}', line {}: line is longer than {} MiB", path, line_no + 1,
+                        kMaxInputLineBytes >> 20);
+      if (!nl) break;
+      finish_line();
+      p = nl + 1;
+    }
+  }
+  if (!cur.empty()) finish_line();
+  if (out.empty()) RLP_THROW_INPUT("inputs file '{}' holds no sequences (it is empty or only blank lines)", path);
+  return out;
+}
+
+}  // namespace rlp

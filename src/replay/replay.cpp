@@ -1,0 +1,352 @@
+#include "rlparity/replay/replay.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "rlparity/metrics/statistics.hpp"
+#include "rlparity/metrics/token_metrics.hpp"
+#include "rlparity/model/emulated_ops.hpp"
+#include "rlparity/model/forward.hpp"
+#include "rlparity/model/oracle_ops.hpp"
+#include "rlparity/replay/kv_calibration.hpp"
+#include "rlparity/util/error.hpp"
+#include "rlparity/util/parallel.hpp"
+#include "rlparity/util/version.hpp"
+
+namespace rlp {
+namespace {
+
+// Rows of the forward whose outputs predict the response tokens, and each layer's hidden state
+// at those rows.
+template <class Mat>
+struct PathOutput {
+  Mat logprobs;              // [R x vocab]
+  std::vector<Mat> hidden;   // per layer [R x hidden]
+};
+
+// Runs one path over prompt (P tokens) + response (R tokens). Response token j is predicted by
+// the output at position P-1+j. Teacher-forced: one pass over positions [0, P+R-1). Decode: a
+// prefill over the prompt, then one call per response token but the last.
+template <class Ops>
+PathOutput<typename Ops::Mat> run_path(const Ops& ops, SequenceMode mode, const std::vector<int32_t>& tokens, int P,
+                                       int R, bool want_hidden) {
+  using Mat = typename Ops::Mat;
+  const ModelSpec& spec = ops.spec();
+  PathOutput<Mat> out;
+  out.logprobs.resize(R, spec.vocab);
+  if (want_hidden) out.hidden.assign(static_cast<std::size_t>(spec.layers), Mat(R, spec.hidden));
+  auto cache = ops.new_cache(P + R);
+  Mat lp;
+  if (mode == SequenceMode::teacher_forced) {
+    const int n = P + R - 1;
+    LayerHook<Mat> hook;
+    if (want_hidden)
+      hook = [&](int layer, const Mat& h) { out.hidden[static_cast<std::size_t>(layer)] = h.bottomRows(R); };
+    forward(ops, cache, tokens.data(), n, 0, lp, hook);
+    out.logprobs = lp.bottomRows(R);
+    return out;
+  }
+  int row = 0;
+  LayerHook<Mat> hook;
+  if (want_hidden)
+    hook = [&](int layer, const Mat& h) { out.hidden[static_cast<std::size_t>(layer)].row(row) = h.row(h.rows() - 1); };
+  forward(ops, cache, tokens.data(), P, 0, lp, hook);
+  out.logprobs.row(0) = lp.row(P - 1);
+  for (row = 1; row < R; ++row) {
+    const int pos = P + row - 1;
+    forward(ops, cache, tokens.data() + pos, 1, pos, lp, hook);
+    out.logprobs.row(row) = lp.row(0);
+  }
+  return out;
+}
+
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Temperature sampling from a log-prob row; temperature 0 is greedy (lowest index on ties).
+int32_t sample_token(const float* logp, int vocab, double temperature, uint64_t& rng) {
+  int best = 0;
+  for (int i = 1; i < vocab; ++i)
+    if (logp[i] > logp[best]) best = i;
+  if (temperature <= 0.0) return best;
+  std::vector<double> w(static_cast<std::size_t>(vocab));
+  double total = 0.0;
+  for (int i = 0; i < vocab; ++i) {
+    w[static_cast<std::size_t>(i)] = std::exp((logp[i] - logp[best]) / temperature);
+    total += w[static_cast<std::size_t>(i)];
+  }
+  const double u = static_cast<double>(splitmix64(rng) >> 11) * 0x1p-53 * total;
+  double acc = 0.0;
+  for (int i = 0; i < vocab; ++i) {
+    acc += w[static_cast<std::size_t>(i)];
+    if (u < acc) return i;
+  }
+  return best;
+}
+
+std::vector<int32_t> sample_response(const EmulatedOps& ops, const std::vector<int32_t>& prompt, const ReplayOptions& opt,
+                                     uint64_t seq_seed) {
+  const ModelSpec& spec = ops.spec();
+  const int P = static_cast<int>(prompt.size());
+  const int max_new = std::min(opt.max_new_tokens, spec.max_positions - P);
+  std::vector<int32_t> tokens = prompt, response;
+  uint64_t rng = seq_seed;
+  auto cache = ops.new_cache(P + max_new);
+  EmulatedOps::Mat lp;
+  forward(ops, cache, tokens.data(), P, 0, lp);
+  for (int step = 0; step < max_new; ++step) {
+    const int32_t t = sample_token(lp.row(lp.rows() - 1).data(), spec.vocab, opt.temperature, rng);
+    response.push_back(t);
+    tokens.push_back(t);
+    if (t == spec.eos_token || step + 1 == max_new) break;
+    forward(ops, cache, &tokens.back(), 1, static_cast<int>(tokens.size()) - 1, lp);
+  }
+  return response;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+template <class A, class B>
+double sq_diff(const A& a, const B& b) {
+  double s = 0.0;
+  for (Eigen::Index i = 0; i < a.size(); ++i) {
+    const double d = static_cast<double>(a.data()[i]) - static_cast<double>(b.data()[i]);
+    s += d * d;
+  }
+  return s;
+}
+template <class A>
+double sq_norm(const A& a) {
+  double s = 0.0;
+  for (Eigen::Index i = 0; i < a.size(); ++i) s += static_cast<double>(a.data()[i]) * static_cast<double>(a.data()[i]);
+  return s;
+}
+
+// Per-layer sums for relative L2 differences: |g-t|^2, |t|^2, |g-o|^2, |t-o|^2, |o|^2.
+enum LayerSum { kGT, kT, kGO, kTO, kO, kNumLayerSums };
+
+const char* const kTokenMetrics[] = {"logp_gen", "logp_train", "kl_gen_train", "kl_train_gen",
+                                     "top1_agree", "entropy_gen", "js"};
+
+}  // namespace
+
+RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, const ReplayOptions& opt,
+                   const ProgressFn& progress) {
+  const ModelSpec& spec = ckpt.spec();
+  if (inputs.empty()) RLP_THROW_INPUT("no input sequences to replay");
+  if (opt.recipes.empty()) RLP_THROW_INPUT("no recipes given");
+  if (!(opt.is_cap > 1.0)) RLP_THROW_INPUT("--is-cap must be > 1 (got {})", opt.is_cap);
+  std::vector<Recipe> recipes;
+  for (const auto& name : opt.recipes) {
+    for (const auto& r : recipes)
+      if (r.name == name) RLP_THROW_INPUT("recipe '{}' given twice", name);
+    recipes.push_back(make_recipe(name, opt.recipe));
+  }
+  for (const auto& r : recipes)
+    for (const PathStyle* s : {&r.gen, &r.train})
+      if (s->bf16_first_layers + s->bf16_last_layers > spec.layers)
+        RLP_THROW_INPUT("--bf16-first-layers + --bf16-last-layers = {} exceeds the model's {} layers",
+                        s->bf16_first_layers + s->bf16_last_layers, spec.layers);
+
+  // Weights in every form a path reads, prepared once and shared between recipes.
+  std::map<std::string, std::unique_ptr<PreparedWeights>> prepared;
+  auto weights_for = [&](const PathStyle& s) -> const PreparedWeights& {
+    auto& slot = prepared[weights_key(s)];
+    if (!slot) slot = std::make_unique<PreparedWeights>(prepare_weights(ckpt, s));
+    return *slot;
+  };
+
+  // 1. Responses: sampled once, from one generation path, so every recipe replays the same tokens.
+  {
+    const Recipe sampler = make_recipe(opt.sample_recipe, opt.recipe);
+    if (sampler.needs_kv_scales()) RLP_THROW_INPUT("--sample-recipe {} needs fp8 KV scales; pick another", sampler.name);
+    const EmulatedOps ops(spec, weights_for(sampler.gen), sampler.gen);
+    parallel_for(inputs.size(), 1, [&](std::size_t b, std::size_t e) {
+      for (std::size_t i = b; i < e; ++i) {
+        if (inputs[i].has_response) continue;
+        uint64_t seed = opt.seed ^ (0xD1B54A32D192ED03ull * (i + 1));
+        inputs[i].response = sample_response(ops, inputs[i].prompt, opt, splitmix64(seed));
+        inputs[i].has_response = true;
+      }
+    });
+  }
+  for (const auto& in : inputs) {
+    if (in.response.empty()) RLP_THROW_INPUT("sequence '{}' (line {}): empty response", in.id, in.line);
+    if (in.prompt.size() + in.response.size() > static_cast<std::size_t>(spec.max_positions))
+      RLP_THROW_INPUT("sequence '{}' (line {}): prompt + response = {} tokens exceeds the context of {}", in.id,
+                      in.line, in.prompt.size() + in.response.size(), spec.max_positions);
+  }
+
+  // 2. fp8 KV-cache scales, when a recipe needs them.
+  KvScales kv_scales;
+  nlohmann::json kv_json = nullptr;
+  if (std::any_of(recipes.begin(), recipes.end(), [](const Recipe& r) { return r.needs_kv_scales(); })) {
+    if (opt.kv_scales_stale_dir.empty()) {
+      kv_scales = calibrate_kv_scales(ckpt, inputs, opt.kv_scale_method);
+    } else {
+      const Checkpoint stale = Checkpoint::open(opt.kv_scales_stale_dir);
+      if (stale.spec().layers != spec.layers || stale.spec().kv_heads != spec.kv_heads)
+        RLP_THROW_INPUT("--kv-scales stale:{}: its shape does not match the replayed checkpoint", opt.kv_scales_stale_dir);
+      kv_scales = calibrate_kv_scales(stale, inputs, opt.kv_scale_method);
+    }
+    kv_json = {{"source", opt.kv_scales_stale_dir.empty() ? "recalibrated" : "stale:" + opt.kv_scales_stale_dir},
+               {"method", opt.kv_scale_method == KvScaleMethod::nemo ? "nemo" : "vllm"},
+               {"q", kv_scales.q}, {"k", kv_scales.k}, {"v", kv_scales.v}};
+  }
+
+  // 3. The run's inputs.
+  RunData run;
+  run.tool_version = version();
+  run.checkpoint_path = ckpt.dir();
+  run.checkpoint_hash = ckpt.content_hash();
+  run.created = utc_now();
+  run.seed = opt.seed;
+  run.model_spec = spec.to_json();
+  const std::size_t S = inputs.size();
+  std::vector<int64_t> resp_off(S + 1, 0);
+  run.seq_offsets.push_back(0);
+  bool any_engine = false;
+  for (std::size_t i = 0; i < S; ++i) {
+    const auto& in = inputs[i];
+    run.token_ids.insert(run.token_ids.end(), in.prompt.begin(), in.prompt.end());
+    run.token_ids.insert(run.token_ids.end(), in.response.begin(), in.response.end());
+    run.seq_offsets.push_back(static_cast<int64_t>(run.token_ids.size()));
+    run.prompt_lengths.push_back(static_cast<int32_t>(in.prompt.size()));
+    run.seq_ids.push_back(in.id);
+    resp_off[i + 1] = resp_off[i] + static_cast<int64_t>(in.response.size());
+    any_engine = any_engine || !in.engine_logprobs.empty();
+  }
+  const auto T = static_cast<std::size_t>(resp_off[S]);
+  if (any_engine) {
+    run.engine_logprobs.assign(T, std::nan(""));
+    for (std::size_t i = 0; i < S; ++i)
+      std::copy(inputs[i].engine_logprobs.begin(), inputs[i].engine_logprobs.end(),
+                run.engine_logprobs.begin() + resp_off[i]);
+  }
+
+  for (const auto& r : recipes) {
+    weights_for(r.gen);
+    weights_for(r.train);
+  }
+  std::unique_ptr<OracleWeights> oracle_w;
+  if (opt.oracle) oracle_w = std::make_unique<OracleWeights>(prepare_oracle_weights(ckpt));
+
+  // 4. Per sequence (in parallel; each writes only its own slots): oracle once, then each recipe.
+  const std::size_t NR = recipes.size(), L = static_cast<std::size_t>(spec.layers);
+  std::vector<std::map<std::string, std::vector<double>>> tok(NR);
+  for (auto& m : tok)
+    for (const char* name : kTokenMetrics) m[name].assign(T, 0.0);
+  std::vector<double> logp_oracle(opt.oracle ? T : 0);
+  std::vector<double> layer_sums(S * NR * L * kNumLayerSums, 0.0);
+  const int64_t total_tokens = static_cast<int64_t>(T * NR);
+  int64_t done_tokens = 0;
+  std::mutex progress_mutex;
+
+  parallel_for(S, 1, [&](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) {
+      const auto& in = inputs[i];
+      std::vector<int32_t> tokens = in.prompt;
+      tokens.insert(tokens.end(), in.response.begin(), in.response.end());
+      const int P = static_cast<int>(in.prompt.size()), R = static_cast<int>(in.response.size());
+      const auto off = static_cast<std::size_t>(resp_off[i]);
+      PathOutput<OracleOps::Mat> oracle;
+      if (opt.oracle) {
+        const OracleOps ops(spec, *oracle_w);
+        oracle = run_path(ops, SequenceMode::teacher_forced, tokens, P, R, true);
+        for (int j = 0; j < R; ++j) logp_oracle[off + static_cast<std::size_t>(j)] = oracle.logprobs(j, in.response[static_cast<std::size_t>(j)]);
+      }
+      for (std::size_t ri = 0; ri < NR; ++ri) {
+        const Recipe& rc = recipes[ri];
+        const EmulatedOps gen_ops(spec, weights_for(rc.gen), rc.gen, &kv_scales);
+        const EmulatedOps train_ops(spec, weights_for(rc.train), rc.train, &kv_scales);
+        const auto g = run_path(gen_ops, rc.gen.mode, tokens, P, R, true);
+        const auto t = run_path(train_ops, rc.train.mode, tokens, P, R, true);
+        auto& m = tok[ri];
+        for (int j = 0; j < R; ++j) {
+          const std::size_t at = off + static_cast<std::size_t>(j);
+          const int32_t token = in.response[static_cast<std::size_t>(j)];
+          const FullVocabStats fv = full_vocab_stats(g.logprobs.row(j).data(), t.logprobs.row(j).data(), spec.vocab);
+          m["logp_gen"][at] = g.logprobs(j, token);
+          m["logp_train"][at] = t.logprobs(j, token);
+          m["kl_gen_train"][at] = fv.kl_gen_train;
+          m["kl_train_gen"][at] = fv.kl_train_gen;
+          m["top1_agree"][at] = fv.top1_agree ? 1.0 : 0.0;
+          m["entropy_gen"][at] = fv.entropy_gen;
+          m["js"][at] = fv.js;
+        }
+        for (std::size_t l = 0; l < L; ++l) {
+          double* s = &layer_sums[((i * NR + ri) * L + l) * kNumLayerSums];
+          s[kGT] = sq_diff(g.hidden[l], t.hidden[l]);
+          s[kT] = sq_norm(t.hidden[l]);
+          if (opt.oracle) {
+            s[kGO] = sq_diff(g.hidden[l], oracle.hidden[l]);
+            s[kTO] = sq_diff(t.hidden[l], oracle.hidden[l]);
+            s[kO] = sq_norm(oracle.hidden[l]);
+          }
+        }
+        if (progress) {
+          std::lock_guard<std::mutex> lock(progress_mutex);
+          done_tokens += R;
+          progress(done_tokens, total_tokens);
+        }
+      }
+    }
+  });
+
+  // 5. Per recipe: layer divergences (sums reduced in sequence order), statistics, settings.
+  for (std::size_t ri = 0; ri < NR; ++ri) {
+    RecipeResult r;
+    r.name = recipes[ri].name;
+    r.tokens = std::move(tok[ri]);
+    if (opt.oracle) r.tokens["logp_oracle"] = logp_oracle;
+    std::vector<double> gt(L), go(L), to(L);
+    for (std::size_t l = 0; l < L; ++l) {
+      double acc[kNumLayerSums] = {};
+      for (std::size_t i = 0; i < S; ++i)
+        for (int k = 0; k < kNumLayerSums; ++k) acc[k] += layer_sums[((i * NR + ri) * L + l) * kNumLayerSums + static_cast<std::size_t>(k)];
+      gt[l] = acc[kT] > 0 ? std::sqrt(acc[kGT] / acc[kT]) : 0.0;
+      go[l] = acc[kO] > 0 ? std::sqrt(acc[kGO] / acc[kO]) : 0.0;
+      to[l] = acc[kO] > 0 ? std::sqrt(acc[kTO] / acc[kO]) : 0.0;
+    }
+    r.layers["rel_l2_gen_train"] = gt;
+    if (opt.oracle) {
+      r.layers["rel_l2_gen_oracle"] = go;
+      r.layers["rel_l2_train_oracle"] = to;
+    }
+    r.settings = {{"recipe", r.name},
+                  {"gen", recipes[ri].gen.to_json()},
+                  {"train", recipes[ri].train.to_json()},
+                  {"is_cap", opt.is_cap},
+                  {"kv_scales", recipes[ri].needs_kv_scales() ? kv_json : nlohmann::json(nullptr)}};
+    StatsOptions so;
+    so.is_cap = opt.is_cap;
+    finalize_recipe(r, resp_off, so);
+    run.recipes.push_back(std::move(r));
+  }
+  run.extra = {{"backend", "cpu"},
+               {"sample_recipe", opt.sample_recipe},
+               {"max_new_tokens", opt.max_new_tokens},
+               {"temperature", opt.temperature},
+               {"unused_tensors", ckpt.unused_tensors()}};
+  return run;
+}
+
+}  // namespace rlp
