@@ -6,6 +6,8 @@
 #include <string>
 
 #include "rlparity/numerics/formats.hpp"
+#include "rlparity/numerics/quantize.hpp"
+#include "rlparity/numerics/scaling.hpp"
 
 namespace rlp::cuda {
 
@@ -17,5 +19,12 @@ void cast_to_fp8(const float* in, uint8_t* out, std::size_t n, num::Fp8Kind kind
 
 // Rounds n floats to bf16 bit patterns on the device.
 void cast_to_bf16(const float* in, uint16_t* out, std::size_t n);
+
+// Block quantization on the device (1x128, 128x128, per-tensor, partial edge blocks), one CUDA
+// block per quantization block, calling compute_block_scale / quantize_with from scaling.hpp:
+// bit-identical to num::quantize_blocks on the host (the amax is an integer max on |x|'s bits,
+// so the reduction order cannot matter).
+num::Fp8Tensor quantize_blocks(const float* x, int rows, int cols, int block_rows, int block_cols,
+                               const num::ScaleOptions& opt);
 
 }  // namespace rlp::cuda

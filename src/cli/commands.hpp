@@ -36,10 +36,16 @@ class CommandRegistry {
 
 void setup_selfcheck(CLI::App& app, CommandRegistry& registry);
 void setup_replay(CLI::App& app, CommandRegistry& registry);
+void setup_gate(CLI::App& app, CommandRegistry& registry);
+void setup_summary(CLI::App& app, CommandRegistry& registry);
+void setup_compare(CLI::App& app, CommandRegistry& registry);
 
 inline void register_all(CLI::App& app, CommandRegistry& registry) {
   setup_selfcheck(app, registry);
   setup_replay(app, registry);
+  setup_gate(app, registry);
+  setup_summary(app, registry);
+  setup_compare(app, registry);
 }
 
 }  // namespace rlp::cli

@@ -54,13 +54,25 @@ std::mutex& h5_mutex() {
 
 void silence_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
 
+// The sec2 driver's descriptions carry a timestamp, buffer address and offsets; keep the errno part.
+std::string shorten(const std::string& desc) {
+  const std::size_t e = desc.find("errno = ");
+  if (e == std::string::npos) return desc;
+  const std::size_t head = desc.find(':');
+  std::string out = head != std::string::npos && head < e ? desc.substr(0, head) : std::string();
+  std::size_t end = desc.find(", buf =", e);
+  if (end == std::string::npos) end = desc.size();
+  out += (out.empty() ? "" : ": ") + desc.substr(e, end - e);
+  return out;
+}
+
 std::string error_detail() {
   std::vector<std::string> lines;
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, walk_cb, &lines);
   H5Eclear2(H5E_DEFAULT);
   if (lines.empty()) return "";
-  if (lines.size() == 1) return lines.front();
-  return lines.front() + " (cause: " + lines.back() + ")";
+  if (lines.size() == 1) return shorten(lines.front());
+  return lines.front() + " (cause: " + shorten(lines.back()) + ")";
 }
 
 void fail(const std::string& what) {

@@ -1,7 +1,6 @@
 #include "rlparity/metrics/token_metrics.hpp"
 
 #include <cmath>
-#include <numbers>
 
 #include "rlparity/util/error.hpp"
 
@@ -12,13 +11,6 @@ namespace {
 // p * (a - b) with the 0 * anything = 0 convention for p == 0 (so -inf - -inf never makes a NaN).
 inline double weighted_diff(double p, double a, double b) { return p == 0.0 ? 0.0 : p * (a - b); }
 
-// log((e^a + e^b) / 2), stable.
-inline double log_mid(double a, double b) {
-  if (a == -INFINITY && b == -INFINITY) return -INFINITY;
-  const double hi = a > b ? a : b;
-  const double lo = a > b ? b : a;
-  return hi + std::log1p(std::exp(lo - hi)) - std::numbers::ln2;
-}
 
 }  // namespace
 
@@ -41,9 +33,12 @@ FullVocabStats full_vocab_stats(const float* logp_gen, const float* logp_train, 
     kl_gt += weighted_diff(pg, lg, lt);
     kl_tg += weighted_diff(pt, lt, lg);
     ent -= weighted_diff(pg, lg, 0.0);
-    const double lm = log_mid(lg, lt);
-    js_g += weighted_diff(pg, lg, lm);
-    js_t += weighted_diff(pt, lt, lm);
+    // log m with m = (p_g + p_t)/2; only needed (and then m > 0) when one of the weights is non-zero.
+    if (pg != 0.0 || pt != 0.0) {
+      const double lm = std::log(0.5 * (pg + pt));
+      js_g += weighted_diff(pg, lg, lm);
+      js_t += weighted_diff(pt, lt, lm);
+    }
   }
   s.kl_gen_train = kl_gt;
   s.kl_train_gen = kl_tg;

@@ -150,28 +150,37 @@ uint64_t xxh64(const void* data, std::size_t n, uint64_t seed) {
 }
 
 namespace {
-// Index of the first non-finite element in [p, p + n elements), or -1.
-int64_t first_nonfinite(const uint8_t* p, std::size_t n, DType d) {
-  // A branch-free OR-reduction first (vectorizes), the exact index only if something was found.
-  bool bad = false;
+bool is_nonfinite(const uint8_t* p, DType d) {
   switch (d) {
-    case DType::f32:
-      for (std::size_t i = 0; i < n; ++i) bad |= (load32(p + 4 * i) & 0x7F800000u) == 0x7F800000u;
-      break;
-    case DType::bf16:
-      for (std::size_t i = 0; i < n; ++i) bad |= (load16(p + 2 * i) & 0x7F80u) == 0x7F80u;
-      break;
-    case DType::f16:
-      for (std::size_t i = 0; i < n; ++i) bad |= (load16(p + 2 * i) & 0x7C00u) == 0x7C00u;
-      break;
+    case DType::f32: return (load32(p) & 0x7F800000u) == 0x7F800000u;
+    case DType::bf16: return (load16(p) & 0x7F80u) == 0x7F80u;
+    case DType::f16: return (load16(p) & 0x7C00u) == 0x7C00u;
   }
+  return false;
+}
+
+// Index of the first non-finite element in [p, p + n elements), or -1. A branch-free SWAR scan
+// over 64-bit words first: in each lane, (bits & exp_mask) + exp_lsb carries into the lane's top
+// bit exactly when every exponent bit is set (inf or NaN), without crossing lanes. The exact index
+// is searched only if something was found.
+int64_t first_nonfinite(const uint8_t* p, std::size_t n, DType d) {
+  uint64_t mask, add, top;
+  if (d == DType::f32) {
+    mask = 0x7F8000007F800000ull, add = 0x0080000000800000ull, top = 0x8000000080000000ull;
+  } else if (d == DType::bf16) {
+    mask = 0x7F807F807F807F80ull, add = 0x0080008000800080ull, top = 0x8000800080008000ull;
+  } else {
+    mask = 0x7C007C007C007C00ull, add = 0x0400040004000400ull, top = 0x8000800080008000ull;
+  }
+  const std::size_t es = dtype_size(d);
+  const std::size_t nbytes = n * es, words = nbytes / 8;
+  uint64_t acc = 0;
+  for (std::size_t i = 0; i < words; ++i) acc |= ((load64(p + 8 * i) & mask) + add) & top;
+  bool bad = acc != 0;
+  for (std::size_t b = words * 8; b < nbytes; b += es) bad = bad || is_nonfinite(p + b, d);
   if (!bad) return -1;
-  for (std::size_t i = 0; i < n; ++i) {
-    const bool b = d == DType::f32 ? (load32(p + 4 * i) & 0x7F800000u) == 0x7F800000u
-                 : d == DType::bf16 ? (load16(p + 2 * i) & 0x7F80u) == 0x7F80u
-                                    : (load16(p + 2 * i) & 0x7C00u) == 0x7C00u;
-    if (b) return static_cast<int64_t>(i);
-  }
+  for (std::size_t i = 0; i < n; ++i)
+    if (is_nonfinite(p + i * es, d)) return static_cast<int64_t>(i);
   return -1;
 }
 

@@ -24,7 +24,7 @@ num::GemmConfig PathStyle::gemm_config(int m, int k) const {
   } else {
     cfg.split_k = m <= 16 ? 4 : (m <= 64 ? 2 : 1);
   }
-  cfg.split_k = std::max(1, std::min(cfg.split_k, std::max(1, k / 128)));
+  cfg.split_k = std::max(1, std::min(cfg.split_k, k));
   cfg.out = act == ActDtype::bf16 ? num::OutRound::bf16 : num::OutRound::fp16;
   cfg.slice_accum = fp8_accum;
   cfg.promotion = fp8_promotion;

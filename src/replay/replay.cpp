@@ -175,9 +175,11 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
   };
 
   // 1. Responses: sampled once, from one generation path, so every recipe replays the same tokens.
-  {
-    const Recipe sampler = make_recipe(opt.sample_recipe, opt.recipe);
-    if (sampler.needs_kv_scales()) RLP_THROW_INPUT("--sample-recipe {} needs fp8 KV scales; pick another", sampler.name);
+  Recipe sampler = make_recipe(opt.sample_recipe, opt.recipe);
+  // KV-cache scales are calibrated on the replayed tokens, which do not exist yet: the sampler's
+  // generation path keeps a bf16 KV cache.
+  sampler.gen.kv_cache = KvCacheDtype::bf16;
+  if (std::any_of(inputs.begin(), inputs.end(), [](const InputSequence& s) { return !s.has_response; })) {
     const EmulatedOps ops(spec, weights_for(sampler.gen), sampler.gen);
     parallel_for(inputs.size(), 1, [&](std::size_t b, std::size_t e) {
       for (std::size_t i = b; i < e; ++i) {
@@ -343,6 +345,7 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
   }
   run.extra = {{"backend", "cpu"},
                {"sample_recipe", opt.sample_recipe},
+               {"sample_path", sampler.gen.to_json()},
                {"max_new_tokens", opt.max_new_tokens},
                {"temperature", opt.temperature},
                {"unused_tensors", ckpt.unused_tensors()}};

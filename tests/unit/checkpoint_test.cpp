@@ -471,6 +471,28 @@ TEST_F(BadFile, NonFiniteWeights) {
   }
 }
 
+TEST(CheckpointNonFinite, LastElementOutsideWholeWords) {
+  TempDir tmp;
+  auto o = small("llama", tmp.str());
+  o.hidden = 34;  // 34 x 2 bytes: the last elements are not in a whole 8-byte word
+  o.heads = 1;
+  o.kv_heads = 1;
+  for (const DType dt : {DType::bf16, DType::f16}) {
+    o.dtype = dt;
+    rlp::write_random_checkpoint(o);
+    ASSERT_NO_THROW(Checkpoint::open(tmp.str()));
+    rewrite(tmp.str(), [&](std::vector<rlp::TensorData>& ts) {
+      for (auto& t : ts) {
+        if (t.name != "model.norm.weight") continue;
+        std::vector<float> v(34, 1.0f);
+        v[33] = std::numeric_limits<float>::infinity();
+        t = rlp::make_tensor(t.name, dt, t.shape, v);
+      }
+    });
+    expect_input_error([&] { Checkpoint::open(tmp.str()); }, {"model.norm.weight", "index 33", "model.safetensors"});
+  }
+}
+
 TEST_F(BadFile, NonFiniteInUnusedTensorIsAccepted) {
   rewrite(tmp.str(), [](std::vector<rlp::TensorData>& ts) {
     ts.push_back(rlp::make_tensor("extra.weight", DType::f32, {2}, {1.0f, std::numeric_limits<float>::infinity()}));

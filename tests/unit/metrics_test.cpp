@@ -68,7 +68,7 @@ TEST(FullVocabStats, MatchesIndependentFloat64Loop) {
     lsm(b);
     std::vector<float> fa(V), fb(V);
     for (int v = 0; v < V; ++v) { fa[v] = static_cast<float>(a[v]); fb[v] = static_cast<float>(b[v]); }
-    long double kl = 0, klr = 0, h = 0;
+    long double kl = 0, klr = 0, h = 0, js = 0;
     int ag = 0, at = 0;
     for (int v = 0; v < V; ++v) {
       const long double pa = std::exp(static_cast<long double>(fa[v]));
@@ -76,6 +76,8 @@ TEST(FullVocabStats, MatchesIndependentFloat64Loop) {
       kl += pa * (static_cast<long double>(fa[v]) - fb[v]);
       klr += pb * (static_cast<long double>(fb[v]) - fa[v]);
       h -= pa * fa[v];
+      const long double lm = std::log((pa + pb) / 2);
+      js += 0.5L * pa * (fa[v] - lm) + 0.5L * pb * (fb[v] - lm);
       if (fa[v] > fa[ag]) ag = v;
       if (fb[v] > fb[at]) at = v;
     }
@@ -83,6 +85,7 @@ TEST(FullVocabStats, MatchesIndependentFloat64Loop) {
     EXPECT_NEAR(s.kl_gen_train, static_cast<double>(kl), 1e-12 * std::max(1.0, static_cast<double>(kl)));
     EXPECT_NEAR(s.kl_train_gen, static_cast<double>(klr), 1e-12 * std::max(1.0, static_cast<double>(klr)));
     EXPECT_NEAR(s.entropy_gen, static_cast<double>(h), 1e-11);
+    EXPECT_NEAR(s.js, static_cast<double>(js), 1e-12 * std::max(1.0, static_cast<double>(js)));
     EXPECT_GT(s.kl_gen_train, 0.0);
     EXPECT_GE(s.js, 0.0);
     EXPECT_LE(s.js, kLn2);

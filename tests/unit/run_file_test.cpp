@@ -58,7 +58,7 @@ RunData make_run(int S = 4, int response_scale = 1) {
       lo.push_back(lg.back() + 0.001);
       kl.push_back(1e-3 * -u(rng));
       klr.push_back(1e-3 * -u(rng));
-      agree.push_back(rng() % 2);
+      agree.push_back(static_cast<double>(rng() % 2));
     }
     rr.tokens = {{"logp_gen", lg}, {"logp_train", lt}, {"logp_oracle", lo},
                  {"kl_gen_train", kl}, {"kl_train_gen", klr}, {"top1_agree", agree}};
@@ -68,6 +68,18 @@ RunData make_run(int S = 4, int response_scale = 1) {
     run.recipes.push_back(std::move(rr));
   }
   return run;
+}
+
+// Equal with NaN == NaN (undefined statistics, e.g. the mean of an empty sequence, are NaN).
+bool same(const std::map<std::string, std::vector<double>>& a, const std::map<std::string, std::vector<double>>& b) {
+  if (a.size() != b.size()) return false;
+  for (const auto& [k, v] : a) {
+    auto it = b.find(k);
+    if (it == b.end() || it->second.size() != v.size()) return false;
+    for (std::size_t i = 0; i < v.size(); ++i)
+      if (!(v[i] == it->second[i] || (std::isnan(v[i]) && std::isnan(it->second[i])))) return false;
+  }
+  return true;
 }
 
 void expect_equal(const RunData& a, const RunData& b) {
@@ -89,9 +101,9 @@ void expect_equal(const RunData& a, const RunData& b) {
   for (std::size_t i = 0; i < a.recipes.size(); ++i) {
     EXPECT_EQ(a.recipes[i].name, b.recipes[i].name);
     EXPECT_EQ(a.recipes[i].settings, b.recipes[i].settings);
-    EXPECT_EQ(a.recipes[i].tokens, b.recipes[i].tokens);
-    EXPECT_EQ(a.recipes[i].sequences, b.recipes[i].sequences);
-    EXPECT_EQ(a.recipes[i].layers, b.recipes[i].layers);
+    EXPECT_TRUE(same(a.recipes[i].tokens, b.recipes[i].tokens));
+    EXPECT_TRUE(same(a.recipes[i].sequences, b.recipes[i].sequences));
+    EXPECT_TRUE(same(a.recipes[i].layers, b.recipes[i].layers));
     // Summaries may hold NaN (e.g. undefined stds): compare bit patterns.
     ASSERT_EQ(a.recipes[i].summary.size(), b.recipes[i].summary.size());
     for (const auto& [k, v] : a.recipes[i].summary) {

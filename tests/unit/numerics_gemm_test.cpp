@@ -1,0 +1,316 @@
+// GEMM emulation: the fast kernels against naive loops written straight from gemm.hpp's stated
+// order (bitwise), against a float64 oracle with a bound derived from the accumulation model,
+// the Hopper wgmma model against an independent double-precision formulation and hand-worked
+// cases, and reproducibility across configurations and thread counts.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "rlparity/numerics/gemm.hpp"
+#include "rlparity/util/parallel.hpp"
+
+namespace rlp::num {
+namespace {
+
+std::vector<float> random_bf16(int n, unsigned seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = round_bf16(d(rng));
+  return v;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+int split_begin(int n, int parts, int r) { return r * (n / parts) + std::min(r, n % parts); }
+
+// ---- naive references of the documented order ------------------------------------------------
+float ref_f32acc(const float* x, const float* w, int K, const GemmConfig& cfg) {
+  if (K == 0) return round_out(0.0f, cfg.out);
+  const int S = std::min(cfg.split_k, K);
+  float total = 0.0f;
+  for (int r = 0; r < S; ++r) {
+    const int rb = split_begin(K, S, r), re = split_begin(K, S, r + 1);
+    const int chunk = cfg.k_chunk > 0 ? cfg.k_chunk : re - rb;
+    float part = 0.0f;
+    for (int c0 = rb; c0 < re; c0 += chunk) {
+      float c = 0.0f;
+      for (int k = c0; k < std::min(re, c0 + chunk); ++k) c = std::fma(x[k], w[k], c);
+      part = c0 == rb ? c : part + c;
+    }
+    total = r == 0 ? part : total + part;
+  }
+  return round_out(total, cfg.out);
+}
+
+float ref_fp8(const Fp8Tensor& X, const Fp8Tensor& W, int m, int n, const GemmConfig& cfg) {
+  const int K = X.cols, B = X.block_cols, slices = (K + B - 1) / B;
+  const int S = std::max(1, std::min(cfg.split_k, std::max(slices, 1)));
+  float total = 0.0f;
+  for (int r = 0; r < S; ++r) {
+    float y = 0.0f;
+    for (int s = split_begin(slices, S, r); s < split_begin(slices, S, r + 1); ++s) {
+      const int k0 = s * B, len = std::min(B, K - k0);
+      std::vector<float> a(static_cast<size_t>(len)), b(static_cast<size_t>(len));
+      for (int k = 0; k < len; ++k) {
+        a[static_cast<size_t>(k)] = fp8_to_float(X.codes[static_cast<size_t>(m * K + k0 + k)], X.kind);
+        b[static_cast<size_t>(k)] = fp8_to_float(W.codes[static_cast<size_t>(n * K + k0 + k)], W.kind);
+      }
+      float p = 0.0f;
+      if (cfg.slice_accum == SliceAccum::hopper) p = hopper_slice_accumulate(a.data(), b.data(), len, 0.0f);
+      else
+        for (int k = 0; k < len; ++k) p = std::fma(a[static_cast<size_t>(k)], b[static_cast<size_t>(k)], p);
+      const float sa = X.block_scale_inv(m, k0), sb = W.block_scale_inv(n, k0);
+      y = cfg.promotion == Promotion::cublaslt ? std::fma(p * sa, sb, y) : std::fma(sa * sb, p, y);
+    }
+    total = r == 0 ? y : total + y;
+  }
+  return round_out(total, cfg.out);
+}
+
+// Hopper step, independently in double: terms are exact in double, alignment and truncation are
+// exact power-of-two scalings and std::trunc.
+float ref_hopper_step(const float* a, const float* b, int n, float c) {
+  std::vector<double> t;
+  for (int i = 0; i < n; ++i) t.push_back(static_cast<double>(a[i]) * static_cast<double>(b[i]));
+  t.push_back(c);
+  int emax = -100000;
+  for (double v : t)
+    if (v != 0.0) {
+      int e;
+      std::frexp(v, &e);
+      emax = std::max(emax, e - 1);
+    }
+  if (emax == -100000) return c;
+  const double unit = std::ldexp(1.0, emax - 13);
+  double sum = 0.0;
+  for (double v : t) sum += std::trunc(v / unit);
+  if (sum == 0.0) return 0.0f;
+  int e2;
+  std::frexp(sum, &e2);  // |sum| in [2^(e2-1), 2^e2)
+  if (e2 > 14) {
+    const double keep = std::ldexp(1.0, e2 - 14);
+    sum = std::trunc(sum / keep) * keep;
+  }
+  return static_cast<float>(sum * unit);
+}
+
+Fp8Tensor random_fp8(int rows, int cols, int br, int bc, unsigned seed, ScaleConvention conv = ScaleConvention::te) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(rows) * static_cast<size_t>(cols));
+  for (float& v : x) v = d(rng) * (rng() % 11 == 0 ? 20.0f : 1.0f);
+  ScaleOptions o;
+  o.convention = conv;
+  return quantize_blocks(x.data(), rows, cols, br, bc, o);
+}
+
+double gamma(int n) {
+  const double u = 0x1p-24;
+  return n * u / (1.0 - n * u);
+}
+
+// ---- tests ------------------------------------------------------------------------------------
+TEST(NumericsGemm, F32AccMatchesStatedOrderBitwise) {
+  const int M = 19, N = 53, K = 700;
+  const auto X = random_bf16(M * K, 1), W = random_bf16(N * K, 2);
+  for (int split : {1, 3})
+    for (int chunk : {0, 64, 100, 1000})
+      for (OutRound out : {OutRound::fp32, OutRound::bf16, OutRound::fp16}) {
+        GemmConfig cfg;
+        cfg.split_k = split;
+        cfg.k_chunk = chunk;
+        cfg.out = out;
+        std::vector<float> Y(static_cast<size_t>(M * N));
+        gemm_f32acc(X.data(), W.data(), Y.data(), M, N, K, cfg);
+        for (int m = 0; m < M; ++m)
+          for (int n = 0; n < N; ++n) {
+            const float r = ref_f32acc(X.data() + m * K, W.data() + n * K, K, cfg);
+            ASSERT_EQ(f32_bits(Y[static_cast<size_t>(m * N + n)]), f32_bits(r))
+                << "m=" << m << " n=" << n << " split=" << split << " chunk=" << chunk;
+          }
+      }
+}
+
+TEST(NumericsGemm, F32AccWithinDerivedBoundOfFloat64) {
+  const int M = 24, N = 40, K = 1500;
+  const auto X = random_bf16(M * K, 3), W = random_bf16(N * K, 4);
+  std::vector<double> Xd(X.begin(), X.end()), Wd(W.begin(), W.end()), Y64(static_cast<size_t>(M * N));
+  gemm_f64(Xd.data(), Wd.data(), Y64.data(), M, N, K);
+  for (int split : {1, 4})
+    for (OutRound out : {OutRound::fp32, OutRound::bf16}) {
+      GemmConfig cfg;
+      cfg.split_k = split;
+      cfg.k_chunk = 128;
+      cfg.out = out;
+      std::vector<float> Y(static_cast<size_t>(M * N));
+      gemm_f32acc(X.data(), W.data(), Y.data(), M, N, K, cfg);
+      for (int m = 0; m < M; ++m)
+        for (int n = 0; n < N; ++n) {
+          double absdot = 0.0;
+          for (int k = 0; k < K; ++k) absdot += std::fabs(Xd[static_cast<size_t>(m * K + k)] * Wd[static_cast<size_t>(n * K + k)]);
+          // Each product passes through at most K + split_k fp32 roundings (chain, chunk adds,
+          // split adds): |y - exact| <= gamma_{K+S} * sum|x||w|; the f64 oracle adds
+          // K * 2^-53 * sum|x||w|; bf16 output adds at most 2^-8 |y|.
+          const double acc_err = gamma(K + split) * absdot + K * 0x1p-53 * absdot;
+          const double y = Y[static_cast<size_t>(m * N + n)], y64 = Y64[static_cast<size_t>(m * N + n)];
+          const double bound = acc_err + (out == OutRound::bf16 ? 0x1p-8 * (std::fabs(y64) + acc_err) : 0.0);
+          ASSERT_LE(std::fabs(y - y64), bound) << m << "," << n;
+        }
+    }
+}
+
+TEST(NumericsGemm, SplitAndChunkChangeLastBitsFixedConfigReproducible) {
+  const int M = 200, N = 400, K = 2048;  // several task tiles in both directions
+  const auto X = random_bf16(M * K, 5), W = random_bf16(N * K, 6);
+  auto run = [&](int split, int chunk, int threads) {
+    rlp::set_thread_count(threads);
+    GemmConfig cfg;
+    cfg.split_k = split;
+    cfg.k_chunk = chunk;
+    cfg.out = OutRound::fp32;
+    std::vector<float> Y(static_cast<size_t>(M * N));
+    gemm_f32acc(X.data(), W.data(), Y.data(), M, N, K, cfg);
+    rlp::set_thread_count(0);
+    return Y;
+  };
+  const auto base1 = run(1, 0, 1), base2 = run(1, 0, 2), again = run(1, 0, 2);
+  EXPECT_TRUE(same_bits(base1, base2)) << "1 vs 2 threads";
+  EXPECT_TRUE(same_bits(base2, again)) << "repeat";
+  EXPECT_TRUE(same_bits(run(4, 256, 1), run(4, 256, 2)));
+  auto count_diff = [&](const std::vector<float>& o) {
+    size_t d = 0;
+    double maxrel = 0.0;
+    for (size_t i = 0; i < o.size(); ++i)
+      if (f32_bits(o[i]) != f32_bits(base1[i])) {
+        ++d;
+        maxrel = std::max(maxrel, std::fabs(static_cast<double>(o[i]) - base1[i]) / std::fabs(static_cast<double>(base1[i])));
+      }
+    EXPECT_LT(maxrel, 1e-4);  // last bits only
+    return d;
+  };
+  EXPECT_GT(count_diff(run(4, 0, 2)), base1.size() / 10) << "split_k=4";
+  EXPECT_GT(count_diff(run(1, 256, 2)), base1.size() / 10) << "k_chunk=256";
+}
+
+TEST(NumericsGemm, Fp8MatchesStatedOrderBitwise) {
+  const int M = 21, N = 150, K = 300;  // partial last slice (300 = 2*128 + 44), partial W blocks
+  const Fp8Tensor X = random_fp8(M, K, 1, 128, 7), W = random_fp8(N, K, 128, 128, 8);
+  for (Promotion p : {Promotion::cublaslt, Promotion::deepgemm})
+    for (SliceAccum acc : {SliceAccum::fp32, SliceAccum::hopper})
+      for (int split : {1, 2}) {
+        GemmConfig cfg;
+        cfg.promotion = p;
+        cfg.slice_accum = acc;
+        cfg.split_k = split;
+        cfg.out = OutRound::fp32;
+        std::vector<float> Y(static_cast<size_t>(M * N));
+        gemm_fp8_blockscaled(X, W, Y.data(), cfg);
+        for (int m = 0; m < M; ++m)
+          for (int n = 0; n < N; ++n)
+            ASSERT_EQ(f32_bits(Y[static_cast<size_t>(m * N + n)]), f32_bits(ref_fp8(X, W, m, n, cfg)))
+                << m << "," << n << " promo=" << static_cast<int>(p) << " acc=" << static_cast<int>(acc);
+      }
+}
+
+TEST(NumericsGemm, Fp8WithinDerivedBoundOfFloat64) {
+  const int M = 16, N = 64, K = 1024 + 37;
+  const Fp8Tensor X = random_fp8(M, K, 1, 128, 9), W = random_fp8(N, K, 128, 128, 10);
+  const int slices = (K + 127) / 128;
+  for (Promotion p : {Promotion::cublaslt, Promotion::deepgemm}) {
+    GemmConfig cfg;
+    cfg.promotion = p;
+    cfg.out = OutRound::fp32;
+    std::vector<float> Y(static_cast<size_t>(M * N));
+    gemm_fp8_blockscaled(X, W, Y.data(), cfg);
+    for (int m = 0; m < M; ++m)
+      for (int n = 0; n < N; ++n) {
+        double exact = 0.0, absum = 0.0;
+        for (int k = 0; k < K; ++k) {
+          const double t = static_cast<double>(fp8_to_float(X.codes[static_cast<size_t>(m * K + k)], X.kind)) *
+                           fp8_to_float(W.codes[static_cast<size_t>(n * K + k)], W.kind) *
+                           X.block_scale_inv(m, k) * W.block_scale_inv(n, k);
+          exact += t;
+          absum += std::fabs(t);
+        }
+        // Products of fp8 values are exact; each term then sees <= 128 chain roundings, 1 for
+        // the scale multiply, <= `slices` promotion fmas (split_k = 1): gamma_{130+slices}.
+        const double bound = gamma(128 + 2 + slices) * absum + 1e-15 * absum;
+        ASSERT_LE(std::fabs(Y[static_cast<size_t>(m * N + n)] - exact), bound) << m << "," << n;
+      }
+  }
+}
+
+TEST(NumericsGemm, PromotionsDifferSomewhere) {
+  const int M = 64, N = 64, K = 1024;
+  const Fp8Tensor X = random_fp8(M, K, 1, 128, 11), W = random_fp8(N, K, 128, 128, 12);
+  GemmConfig a, b;
+  a.out = b.out = OutRound::fp32;
+  b.promotion = Promotion::deepgemm;
+  std::vector<float> Ya(static_cast<size_t>(M * N)), Yb(Ya.size());
+  gemm_fp8_blockscaled(X, W, Ya.data(), a);
+  gemm_fp8_blockscaled(X, W, Yb.data(), b);
+  size_t d = 0;
+  for (size_t i = 0; i < Ya.size(); ++i) d += f32_bits(Ya[i]) != f32_bits(Yb[i]);
+  EXPECT_GT(d, 0u);
+  std::printf("cublaslt vs deepgemm promotion: %zu of %zu outputs differ\n", d, Ya.size());
+  // and the fp8 GEMM is thread-count independent
+  rlp::set_thread_count(1);
+  std::vector<float> Y1(Ya.size());
+  gemm_fp8_blockscaled(X, W, Y1.data(), a);
+  rlp::set_thread_count(0);
+  EXPECT_TRUE(same_bits(Y1, Ya));
+}
+
+TEST(NumericsGemm, HopperHandWorked) {
+  // One big product (256 * 1) and 31 small ones (2^-6 * 1): aligned to 2^8 with 13 fractional
+  // bits the unit is 2^-5, so every 2^-6 truncates to zero. fp32 keeps them: 256 + 31/64.
+  std::vector<float> a(32, 0x1p-6f), b(32, 1.0f);
+  a[0] = 256.0f;
+  EXPECT_EQ(hopper_slice_accumulate(a.data(), b.data(), 32, 0.0f), 256.0f);
+  float f = 0.0f;
+  for (int k = 0; k < 32; ++k) f = std::fma(a[static_cast<size_t>(k)], b[static_cast<size_t>(k)], f);
+  EXPECT_EQ(f, 256.484375f);
+  // The C input takes part in the alignment: C = 2^20 swallows products below 2^7.
+  std::vector<float> c(32, 64.0f), one(32, 1.0f);
+  EXPECT_EQ(hopper_step(c.data(), one.data(), 32, 0x1p20f), 0x1p20f);
+  // Alignment truncation of every term: 32 products of 1.875 * 1.875 = 3.515625 (exact) plus C = 2^14 + 1: the sum 16497.5 in units
+  // of 2^(14-13) = 2 truncates each term (3.515625 -> 2, C -> 16384), giving 16384 + 64.
+  std::vector<float> p(32, 1.875f);
+  EXPECT_EQ(hopper_step(p.data(), p.data(), 32, 16385.0f), 16448.0f);
+  EXPECT_EQ(ref_hopper_step(p.data(), p.data(), 32, 16385.0f), 16448.0f);
+  // A 128-slice is four chained steps.
+  std::vector<float> s(128, 0x1p-6f), w(128, 1.0f);
+  s[0] = 256.0f;
+  EXPECT_EQ(hopper_slice_accumulate(s.data(), w.data(), 128, 0.0f), 256.0f);
+}
+
+TEST(NumericsGemm, HopperMatchesIndependentFormulation) {
+  std::mt19937 rng(13u);
+  int differ_from_fp32 = 0;
+  for (int trial = 0; trial < 20000; ++trial) {
+    float a[32], b[32];
+    const int n = 1 + static_cast<int>(rng() % 32);
+    for (int i = 0; i < n; ++i) {
+      a[i] = fp8_to_float(static_cast<uint8_t>(rng() & 0xFF), Fp8Kind::e4m3);
+      b[i] = fp8_to_float(static_cast<uint8_t>(rng() & 0xFF), Fp8Kind::e4m3);
+      if (a[i] != a[i]) a[i] = 0.0f;
+      if (b[i] != b[i]) b[i] = 1.0f;
+    }
+    const float c = (rng() % 3 == 0) ? 0.0f : bits_f32(static_cast<uint32_t>(rng() % 0x1000000u) + 0x3F000000u + (rng() % 2 ? 0x80000000u : 0u) + static_cast<uint32_t>(rng() % 20) * 0x800000u);
+    const float h = hopper_step(a, b, n, c), r = ref_hopper_step(a, b, n, c);
+    ASSERT_EQ(f32_bits(h), f32_bits(r)) << "trial " << trial;
+    float f = c;
+    for (int i = 0; i < n; ++i) f = f + a[i] * b[i];
+    differ_from_fp32 += f32_bits(f) != f32_bits(h);
+  }
+  EXPECT_GT(differ_from_fp32, 1000);
+}
+
+}  // namespace
+}  // namespace rlp::num

@@ -1,0 +1,215 @@
+// Replay engine: zero divergence for identical paths, no dead knob, fp8-with-all-layers-bf16 ==
+// bf16, determinism across thread counts and runs, and the metrics it hands on.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+
+#include "rlparity/model/checkpoint.hpp"
+#include "rlparity/model/checkpoint_writer.hpp"
+#include "rlparity/replay/replay.hpp"
+#include "rlparity/util/error.hpp"
+#include "rlparity/util/parallel.hpp"
+
+namespace rlp {
+namespace {
+
+const std::string kStories = std::string(RLPARITY_SOURCE_DIR) + "/fixtures/models/stories260K";
+
+const Checkpoint& stories() {
+  static const Checkpoint c = Checkpoint::open(kStories);
+  return c;
+}
+
+std::vector<InputSequence> small_inputs() {
+  std::vector<InputSequence> in(3);
+  in[0] = {"a", {1, 295, 369, 309}, {306, 462, 449, 362, 303, 461}, true, {}, 1};
+  in[1] = {"b", {1, 306, 463, 436, 448, 412, 472}, {453, 292, 295, 309, 330, 89, 164, 473, 330}, true, {}, 2};
+  // Long enough that split-KV partitions and attention blocks of a few positions both matter.
+  in[2] = {"c", {1, 461, 390, 219, 162, 59, 69, 63, 461, 447, 303}, {303, 444, 339, 339, 310, 316, 341}, true, {}, 3};
+  return in;
+}
+
+RunData replay(ReplayOptions opt, std::vector<InputSequence> in = small_inputs()) {
+  opt.oracle = false;
+  return run_replay(stories(), in, opt);
+}
+
+double max_abs(const std::vector<double>& v) {
+  double m = 0.0;
+  for (double x : v) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+// Every knob of the generation path set to the training path's value: the two paths are the same.
+RecipeOptions identical_paths(const PathStyle& base) {
+  RecipeOptions o;
+  for (const auto& k : knob_table()) {
+    o.gen_knobs.emplace_back(k.name, get_knob(base, k.name));
+    o.train_knobs.emplace_back(k.name, get_knob(base, k.name));
+  }
+  return o;
+}
+
+TEST(Replay, IdenticalPathsGiveZeroDivergence) {
+  for (const char* recipe : {"bf16", "fp8-e2e"}) {
+    PathStyle base = default_training_style();
+    base.fp8_linear = std::string(recipe) == "fp8-e2e";
+    ReplayOptions opt;
+    opt.recipes = {recipe};
+    opt.recipe = identical_paths(base);
+    const RunData run = replay(opt);
+    const RecipeResult& r = run.recipes[0];
+    EXPECT_EQ(max_abs(r.tokens.at("log_ratio")), 0.0) << recipe;
+    EXPECT_EQ(max_abs(r.tokens.at("kl_gen_train")), 0.0) << recipe;
+    EXPECT_EQ(max_abs(r.layers.at("rel_l2_gen_train")), 0.0) << recipe;
+    EXPECT_EQ(r.summary.at("ess"), 1.0) << recipe;
+  }
+}
+
+// Decode (prefill + one token at a time with a KV cache) against one teacher-forced pass, all other
+// knobs equal and kernel selection independent of M: rows are computed independently, so equal.
+TEST(Replay, DecodeEqualsTeacherForcedWhenKernelsMatch) {
+  PathStyle base = default_training_style();
+  ReplayOptions opt;
+  opt.recipes = {"bf16"};
+  opt.recipe = identical_paths(base);
+  opt.recipe.gen_knobs.emplace_back("mode", "decode");
+  const RunData run = replay(opt);
+  EXPECT_EQ(max_abs(run.recipes[0].tokens.at("log_ratio")), 0.0);
+}
+
+// Each knob flipped alone on the generation path changes the result: no knob is dead. Many knobs
+// change fp32 rounding only, which a bf16 output hides except near ties, so this runs on a wider
+// generated model (K spans several 128-slices) with fp32 logits, where such differences surface.
+TEST(Replay, EveryKnobChangesTheResult) {
+  const auto dir = std::filesystem::temp_directory_path() / ("rlp_knobs_" + std::to_string(::getpid()));
+  RandomCheckpointOptions co;
+  co.arch = "llama";
+  co.hidden = 384;
+  co.intermediate = 768;
+  co.layers = 2;
+  co.heads = 6;
+  co.kv_heads = 2;
+  co.vocab = 512;
+  co.seed = 11;
+  co.out = dir.string();
+  write_random_checkpoint(co);
+  const Checkpoint ckpt = Checkpoint::open(dir.string());
+  std::vector<InputSequence> in(2);
+  for (int s = 0; s < 2; ++s) {
+    in[static_cast<std::size_t>(s)].id = std::to_string(s);
+    for (int i = 0; i < 8; ++i) in[static_cast<std::size_t>(s)].prompt.push_back((i * 37 + s * 11 + 1) % 512);
+    for (int i = 0; i < 24; ++i) in[static_cast<std::size_t>(s)].response.push_back((i * 53 + s * 7 + 5) % 512);
+    in[static_cast<std::size_t>(s)].has_response = true;
+  }
+  const std::map<std::string, std::string> flip = {
+      {"mode", "decode"},          {"batch", "64"},           {"act-dtype", "fp16"},
+      {"linear", "act"},           {"weight-quant", "vllm"},  {"act-quant", "vllm"},
+      {"pow2-scales", "on"},       {"fp8-promotion", "deepgemm"}, {"fp8-accum", "hopper"},
+      {"split-k", "3"},            {"k-chunk", "16"},         {"attention", "split-kv:8"},
+      {"attn-block", "4"},         {"attn-p-round", "off"},   {"kv-cache", "fp8"},
+      {"norm", "fused-add"},       {"residual", "fp32"},      {"rope-table", "rounded"},
+      {"mlp", "fused"},            {"logits", "bf16"}};
+  for (const auto& k : knob_table()) {
+    ASSERT_TRUE(flip.count(k.name)) << "no flip value for knob " << k.name;
+    PathStyle base = default_training_style();
+    base.logits_fp32 = true;
+    // fp8 linears on, so the fp8 knobs act (`linear` flips them off), except for the knobs of the
+    // bf16 GEMM, which fp8 linears would bypass.
+    base.fp8_linear = k.name != "split-k" && k.name != "k-chunk";
+    if (k.name == "mode" || k.name == "batch") base.split_k = 0;  // M-dependent kernel selection
+    if (k.name == "batch") base.mode = SequenceMode::decode;
+    ReplayOptions opt;
+    opt.recipes = {"bf16"};
+    opt.oracle = false;
+    opt.recipe = identical_paths(base);
+    opt.recipe.gen_knobs.emplace_back(k.name, flip.at(k.name));
+    EXPECT_NE(get_knob(base, k.name), flip.at(k.name)) << k.name;
+    auto inputs = in;
+    const RunData run = run_replay(ckpt, inputs, opt);
+    EXPECT_GT(max_abs(run.recipes[0].tokens.at("log_ratio")), 0.0) << "knob " << k.name << " is dead";
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Replay, Fp8WithAllLayersKeptInBf16EqualsBf16) {
+  ReplayOptions opt;
+  opt.recipes = {"bf16", "fp8-e2e", "fp8-gen"};
+  opt.recipe.bf16_first_layers = stories().spec().layers;
+  const RunData run = replay(opt);
+  for (const auto& [name, values] : run.recipes[0].tokens) {
+    EXPECT_EQ(values, run.recipes[1].tokens.at(name)) << name;
+    EXPECT_EQ(values, run.recipes[2].tokens.at(name)) << name;
+  }
+  // And with fp8 layers left, it differs.
+  opt.recipe.bf16_first_layers = 1;
+  const RunData partial = replay(opt);
+  EXPECT_NE(partial.recipes[0].tokens.at("logp_gen"), partial.recipes[1].tokens.at("logp_gen"));
+}
+
+TEST(Replay, BitIdenticalAcrossThreadCountsAndRuns) {
+  ReplayOptions opt;
+  opt.recipes = {"bf16", "fp8-gen", "fp8-e2e-kv"};
+  opt.oracle = true;
+  std::vector<InputSequence> in = small_inputs();
+  in[1].has_response = false;  // sampled: must be deterministic too
+  in[1].response.clear();
+  opt.max_new_tokens = 6;
+  set_thread_count(1);
+  auto in1 = in;
+  const RunData a = run_replay(stories(), in1, opt);
+  set_thread_count(2);
+  auto in2 = in;
+  const RunData b = run_replay(stories(), in2, opt);
+  auto in3 = in;
+  const RunData c = run_replay(stories(), in3, opt);
+  set_thread_count(0);
+  EXPECT_EQ(a.token_ids, b.token_ids);
+  ASSERT_EQ(a.recipes.size(), b.recipes.size());
+  for (std::size_t r = 0; r < a.recipes.size(); ++r) {
+    for (const auto* run : {&b, &c}) {
+      EXPECT_EQ(a.recipes[r].tokens, run->recipes[r].tokens);
+      EXPECT_EQ(a.recipes[r].sequences, run->recipes[r].sequences);
+      EXPECT_EQ(a.recipes[r].layers, run->recipes[r].layers);
+      EXPECT_EQ(a.recipes[r].summary, run->recipes[r].summary);
+    }
+  }
+}
+
+// The oracle inside replay reproduces an independent float64 forward of the original llama2.c
+// file (tests/reference/llama2c_reference.py, interleaved RoPE, numpy), run once to produce these.
+TEST(Replay, OracleMatchesIndependentReference) {
+  std::vector<InputSequence> in(1);
+  in[0] = {"x", {1, 295, 369, 309}, {306, 462, 449, 362, 303, 461, 390, 219, 162, 59, 69, 63}, true, {}, 1};
+  ReplayOptions opt;
+  opt.recipes = {"bf16"};
+  const RunData run = run_replay(stories(), in, opt);
+  const double want[] = {-10.31244157, -6.83746725, -10.82314505, -6.63690887, -4.98014187, -9.77711333,
+                         -7.31333868, -7.92554423, -8.44215147, -5.96090311, -5.46119193, -6.12275657};
+  const auto& got = run.recipes[0].tokens.at("logp_oracle");
+  ASSERT_EQ(got.size(), std::size(want));
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-8) << i;
+}
+
+TEST(Replay, RejectsBadOptions) {
+  ReplayOptions opt;
+  opt.recipes = {"fp4"};
+  EXPECT_THROW(replay(opt), InputError);
+  opt.recipes = {"bf16"};
+  opt.recipe.gen_knobs = {{"attention", "ring"}};
+  EXPECT_THROW(replay(opt), InputError);
+  opt.recipe.gen_knobs = {{"no-such-knob", "1"}};
+  EXPECT_THROW(replay(opt), InputError);
+  opt.recipe.gen_knobs.clear();
+  opt.recipes = {"fp8-e2e"};
+  opt.recipe.bf16_first_layers = 4;
+  opt.recipe.bf16_last_layers = 4;
+  EXPECT_THROW(replay(opt), InputError);
+}
+
+}  // namespace
+}  // namespace rlp

@@ -1,0 +1,290 @@
+// Speed and memory of checkpoint loading and the CPU forward (issue 3's benchmark).
+//
+// Writes one generated Llama-shaped bf16 checkpoint (hidden 1024, intermediate 2816, 8 layers, 16
+// heads, 8 KV heads, vocab 32000, untied lm_head) to a temp dir when it starts (in a child
+// process, so the generator's buffers do not count toward this process's peak RSS), then reports:
+//   BM_CheckpointOpen      time of Checkpoint::open (map + validate + content hash), the peak RSS
+//                          while one Checkpoint is open (VmHWM reset just before the open) against
+//                          the file size. The file was just written, so it is in the page cache:
+//                          this is a warm-cache open.
+//   BM_EigenGemm           Eigen fp32 GEMM 2048^3 (MatrixXf product), single-threaded and split
+//                          over rlp::thread_count() threads by column blocks, same run.
+//   BM_ForwardTrain        one teacher-forced forward, EmulatedOps + default_training_style()
+//                          (bf16 activations and weights, fp32 accumulation), over the token count
+//                          (RLPARITY_BENCH_TOKENS, default 4096): tokens/s and the GEMM FLOP rate
+//                          2 * params_in_linears * tokens / forward time (so attention, norms and
+//                          softmax count against it), plus the same over the linears' own time.
+// Then prints open_time / forward_time and the ratios against Eigen.
+//
+// usage: bench_forward [--benchmark_* flags]; RLPARITY_BENCH_TOKENS=1024 for a shorter run.
+#include <benchmark/benchmark.h>
+#include <fmt/format.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "rlparity/model/checkpoint.hpp"
+#include "rlparity/model/checkpoint_writer.hpp"
+#include "rlparity/model/emulated_ops.hpp"
+#include "rlparity/model/forward.hpp"
+#include "rlparity/model/kernel_style.hpp"
+#include "rlparity/model/weights.hpp"
+#include "rlparity/util/parallel.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+struct Shared {
+  std::string dir;
+  uint64_t file_bytes = 0;
+  int tokens = 4096;
+  double open_s = 0;
+  double eigen_1t_flops = 0, eigen_nt_flops = 0;
+  double forward_s = 0, linear_s = 0, attention_s = 0, lm_head_s = 0;
+  double linear_flops_per_token = 0;  // 2 * params in decoder linears and lm_head
+  double rss_open_before = 0, rss_open_peak = 0, rss_forward_peak = 0;
+} g;
+
+// /proc/self/status field (kB) as bytes; -1 if absent.
+double proc_status_bytes(const char* key) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  const std::string k = std::string(key) + ":";
+  while (std::getline(f, line))
+    if (line.rfind(k, 0) == 0) return std::stod(line.substr(k.size())) * 1024.0;
+  return -1;
+}
+// Resets VmHWM to the current RSS (Linux >= 4.0); false if not permitted.
+bool reset_peak_rss() {
+  std::ofstream f("/proc/self/clear_refs");
+  f << "5";
+  f.flush();
+  return static_cast<bool>(f);
+}
+
+rlp::RandomCheckpointOptions bench_model(const std::string& out) {
+  rlp::RandomCheckpointOptions o;
+  o.arch = "llama";
+  o.hidden = 1024;
+  o.intermediate = 2816;
+  o.layers = 8;
+  o.heads = 16;
+  o.kv_heads = 8;
+  o.vocab = 32000;
+  o.max_pos = 8192;
+  o.dtype = rlp::DType::bf16;
+  o.tied = false;
+  o.seed = 3;
+  o.out = out;
+  return o;
+}
+
+// Times linear / attention / logprobs of the wrapped ops; everything else passes through.
+class TimedOps {
+ public:
+  using Mat = rlp::EmulatedOps::Mat;
+  using Cache = rlp::EmulatedOps::Cache;
+  explicit TimedOps(const rlp::EmulatedOps& ops) : ops_(ops) {}
+  const rlp::ModelSpec& spec() const { return ops_.spec(); }
+  void embed(const int32_t* t, int n, Mat& h) const { ops_.embed(t, n, h); }
+  void add_norm(Mat& r, const Mat* d, int l, rlp::NormSlot s, Mat& out) const { ops_.add_norm(r, d, l, s, out); }
+  void residual_sum(const Mat& r, const Mat& d, Mat& out) const { ops_.residual_sum(r, d, out); }
+  void linear(const Mat& x, int l, rlp::Proj p, Mat& y) const {
+    const auto t0 = Clock::now();
+    ops_.linear(x, l, p, y);
+    linear_s += seconds_since(t0);
+  }
+  void head_norm(Mat& x, int l, rlp::Proj w) const { ops_.head_norm(x, l, w); }
+  void rope(Mat& q, Mat& k, int pos0) const { ops_.rope(q, k, pos0); }
+  void attention(int l, const Mat& q, const Mat& k, const Mat& v, int pos0, Cache& c, Mat& out) const {
+    const auto t0 = Clock::now();
+    ops_.attention(l, q, k, v, pos0, c, out);
+    attention_s += seconds_since(t0);
+  }
+  void silu_mul(const Mat& g, const Mat& u, Mat& out) const { ops_.silu_mul(g, u, out); }
+  void logprobs(const Mat& xn, Mat& out) const {
+    const auto t0 = Clock::now();
+    ops_.logprobs(xn, out);
+    lm_head_s += seconds_since(t0);
+  }
+  mutable double linear_s = 0, attention_s = 0, lm_head_s = 0;
+
+ private:
+  const rlp::EmulatedOps& ops_;
+};
+
+void BM_CheckpointOpen(benchmark::State& state) {
+  double best = 1e30;
+  for (auto _ : state) {
+    const bool reset = reset_peak_rss();
+    const double before = proc_status_bytes("VmRSS");
+    const auto t0 = Clock::now();
+    rlp::Checkpoint ck = rlp::Checkpoint::open(g.dir);
+    const double s = seconds_since(t0);
+    benchmark::DoNotOptimize(ck.content_hash());
+    best = std::min(best, s);
+    if (reset) {
+      g.rss_open_before = before;
+      g.rss_open_peak = std::max(g.rss_open_peak, proc_status_bytes("VmHWM"));
+    }
+  }
+  g.open_s = best;
+  state.counters["open_s_best"] = best;
+  state.counters["file_MB"] = static_cast<double>(g.file_bytes) / 1e6;
+  state.counters["rss_before_MB"] = g.rss_open_before / 1e6;
+  state.counters["rss_peak_open_MB"] = g.rss_open_peak / 1e6;
+  state.counters["peak_minus_before_over_file"] = (g.rss_open_peak - g.rss_open_before) / static_cast<double>(g.file_bytes);
+  state.counters["open_GB_per_s"] = static_cast<double>(g.file_bytes) / best / 1e9;
+}
+
+void BM_EigenGemm(benchmark::State& state) {
+  const int n = 2048;
+  const int threads = std::max(1, rlp::thread_count());
+  Eigen::MatrixXf A = Eigen::MatrixXf::Random(n, n), B = Eigen::MatrixXf::Random(n, n), C(n, n);
+  const double flops = 2.0 * n * static_cast<double>(n) * n;
+  double best1 = 1e30, bestn = 1e30;
+  for (auto _ : state) {
+    auto t0 = Clock::now();
+    C.noalias() = A * B;
+    best1 = std::min(best1, seconds_since(t0));
+    benchmark::DoNotOptimize(C.data());
+    // The same product on `threads` threads: each computes a block of C's columns.
+    t0 = Clock::now();
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] {
+        const int c0 = n * t / threads, c1 = n * (t + 1) / threads;
+        C.middleCols(c0, c1 - c0).noalias() = A * B.middleCols(c0, c1 - c0);
+      });
+    for (auto& th : pool) th.join();
+    bestn = std::min(bestn, seconds_since(t0));
+    benchmark::DoNotOptimize(C.data());
+  }
+  g.eigen_1t_flops = flops / best1;
+  g.eigen_nt_flops = flops / bestn;
+  state.counters["threads"] = threads;
+  state.counters["GFLOPs_1thread"] = g.eigen_1t_flops / 1e9;
+  state.counters["GFLOPs_nthreads"] = g.eigen_nt_flops / 1e9;
+}
+
+void BM_ForwardTrain(benchmark::State& state) {
+  const rlp::Checkpoint ck = rlp::Checkpoint::open(g.dir);
+  const rlp::ModelSpec& sp = ck.spec();
+  const rlp::PathStyle style = rlp::default_training_style();
+  const auto tp = Clock::now();
+  const rlp::PreparedWeights pw = rlp::prepare_weights(ck, style);
+  const double prepare_s = seconds_since(tp);
+  const rlp::EmulatedOps ops(sp, pw, style);
+  const int T = g.tokens;
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> d(3, sp.vocab - 1);
+  std::vector<int32_t> tokens(static_cast<std::size_t>(T));
+  for (auto& t : tokens) t = d(rng);
+  tokens[0] = 1;
+
+  const double qo = static_cast<double>(sp.heads) * sp.head_dim, kv = static_cast<double>(sp.kv_heads) * sp.head_dim;
+  const double per_layer = sp.hidden * (2 * qo + 2 * kv) + 3.0 * sp.hidden * sp.intermediate;
+  g.linear_flops_per_token = 2.0 * (sp.layers * per_layer + static_cast<double>(sp.vocab) * sp.hidden);
+
+  for (auto _ : state) {
+    TimedOps timed(ops);
+    auto cache = ops.new_cache(T);
+    rlp::EmulatedOps::Mat lp;
+    const auto t0 = Clock::now();
+    rlp::forward(timed, cache, tokens.data(), T, 0, lp);
+    g.forward_s = seconds_since(t0);
+    g.linear_s = timed.linear_s;
+    g.attention_s = timed.attention_s;
+    g.lm_head_s = timed.lm_head_s;
+    benchmark::DoNotOptimize(lp.data());
+    g.rss_forward_peak = proc_status_bytes("VmHWM");
+  }
+  const double fl = g.linear_flops_per_token * T;
+  state.counters["tokens"] = T;
+  state.counters["prepare_weights_s"] = prepare_s;
+  state.counters["forward_s"] = g.forward_s;
+  state.counters["linears_s"] = g.linear_s;
+  state.counters["attention_s"] = g.attention_s;
+  state.counters["logprobs_s"] = g.lm_head_s;
+  state.counters["tokens_per_s"] = T / g.forward_s;
+  state.counters["gemm_GFLOPs_whole_fwd"] = fl / g.forward_s / 1e9;
+  state.counters["rss_peak_MB"] = g.rss_forward_peak / 1e6;
+}
+
+}  // namespace
+
+BENCHMARK(BM_CheckpointOpen)->Iterations(3)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_EigenGemm)->Iterations(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_ForwardTrain)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+
+int main(int argc, char** argv) {
+  if (const char* t = std::getenv("RLPARITY_BENCH_TOKENS")) g.tokens = std::max(1, std::atoi(t));
+  std::random_device rd;
+  const fs::path dir = fs::temp_directory_path() / fmt::format("rlp_bench_forward_{}_{}", getpid(), rd());
+  g.dir = dir.string();
+
+  // Write the checkpoint in a child: the generator's buffers must not count toward our peak RSS.
+  const auto tw = Clock::now();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    try {
+      rlp::write_random_checkpoint(bench_model(g.dir));
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "bench_forward: writing the checkpoint failed: {}\n", e.what());
+      _exit(1);
+    }
+    _exit(0);
+  }
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    fmt::print(stderr, "bench_forward: could not write the benchmark checkpoint to {}\n", g.dir);
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    return 1;
+  }
+  for (const auto& e : fs::directory_iterator(dir)) g.file_bytes += fs::file_size(e.path());
+  fmt::print("checkpoint: {} ({:.1f} MB, written in {:.1f} s); forward over {} tokens; {} threads\n", g.dir,
+             static_cast<double>(g.file_bytes) / 1e6, seconds_since(tw), g.tokens, rlp::thread_count());
+
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+
+  if (g.forward_s > 0) {
+    const double fl = g.linear_flops_per_token * g.tokens;
+    const double whole = fl / g.forward_s, lin = fl / (g.linear_s + g.lm_head_s);
+    fmt::print("\nsummary ({} tokens, {} threads)\n", g.tokens, rlp::thread_count());
+    fmt::print("  open (validate + hash)  {:.3f} s for {:.1f} MB; open / forward = {:.4f} (target < 0.05)\n", g.open_s,
+               static_cast<double>(g.file_bytes) / 1e6, g.open_s / g.forward_s);
+    fmt::print("  peak RSS while open     {:.1f} MB (RSS before open {:.1f} MB; file {:.1f} MB)\n", g.rss_open_peak / 1e6,
+               g.rss_open_before / 1e6, static_cast<double>(g.file_bytes) / 1e6);
+    fmt::print("  peak RSS after forward  {:.1f} MB\n", g.rss_forward_peak / 1e6);
+    fmt::print("  forward                 {:.2f} s, {:.1f} tokens/s (linears {:.2f} s, attention {:.2f} s, "
+               "lm_head+log-softmax {:.2f} s)\n",
+               g.forward_s, g.tokens / g.forward_s, g.linear_s, g.attention_s, g.lm_head_s);
+    fmt::print("  Eigen fp32 2048^3       {:.1f} GFLOP/s (1 thread), {:.1f} GFLOP/s ({} threads)\n",
+               g.eigen_1t_flops / 1e9, g.eigen_nt_flops / 1e9, rlp::thread_count());
+    fmt::print("  GEMM rate, whole fwd    {:.1f} GFLOP/s = {:.3f} x Eigen ({} threads), {:.3f} x Eigen (1 thread)\n",
+               whole / 1e9, whole / g.eigen_nt_flops, rlp::thread_count(), whole / g.eigen_1t_flops);
+    fmt::print("  GEMM rate, linears only {:.1f} GFLOP/s = {:.3f} x Eigen ({} threads)  [lm_head time includes log-softmax]\n",
+               lin / 1e9, lin / g.eigen_nt_flops, rlp::thread_count());
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  return 0;
+}
