@@ -112,8 +112,8 @@ void cast_to_bf16(const float* in, uint16_t* out, std::size_t n) {
 
 num::Fp8Tensor quantize_blocks(const float* x, int rows, int cols, int block_rows, int block_cols,
                                const num::ScaleOptions& opt) {
-  RLP_CHECK(rows >= 0 && cols >= 0 && block_rows > 0 && block_cols > 0,
-            "cuda::quantize_blocks: bad shape {}x{} with blocks {}x{}", rows, cols, block_rows, block_cols);
+  if (rows < 0 || cols < 0 || block_rows <= 0 || block_cols <= 0)
+    throw ::rlp::Error(__FILE__, __LINE__, "cuda::quantize_blocks: bad shape or block shape");
   num::Fp8Tensor t;
   t.rows = rows;
   t.cols = cols;
