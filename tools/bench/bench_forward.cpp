@@ -17,6 +17,9 @@
 // Then prints open_time / forward_time and the ratios against Eigen.
 //
 // usage: bench_forward [--benchmark_* flags]; RLPARITY_BENCH_TOKENS=1024 for a shorter run.
+// GCC 12 flags Eigen's AVX-512 packet transposes (the _mm512_undefined_ps idiom) as
+// maybe-uninitialized once inlined here; the warning is about the compiler's own header.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 #include <sys/wait.h>
@@ -58,7 +61,7 @@ struct Shared {
   double forward_s = 0, linear_s = 0, attention_s = 0, lm_head_s = 0;
   double linear_flops_per_token = 0;  // 2 * params in decoder linears and lm_head
   double rss_open_before = 0, rss_open_peak = 0, rss_forward_peak = 0;
-} g;
+} g_;
 
 // /proc/self/status field (kB) as bytes; -1 if absent.
 double proc_status_bytes(const char* key) {
@@ -134,22 +137,22 @@ void BM_CheckpointOpen(benchmark::State& state) {
     const bool reset = reset_peak_rss();
     const double before = proc_status_bytes("VmRSS");
     const auto t0 = Clock::now();
-    rlp::Checkpoint ck = rlp::Checkpoint::open(g.dir);
+    rlp::Checkpoint ck = rlp::Checkpoint::open(g_.dir);
     const double s = seconds_since(t0);
     benchmark::DoNotOptimize(ck.content_hash());
     best = std::min(best, s);
     if (reset) {
-      g.rss_open_before = before;
-      g.rss_open_peak = std::max(g.rss_open_peak, proc_status_bytes("VmHWM"));
+      g_.rss_open_before = before;
+      g_.rss_open_peak = std::max(g_.rss_open_peak, proc_status_bytes("VmHWM"));
     }
   }
-  g.open_s = best;
+  g_.open_s = best;
   state.counters["open_s_best"] = best;
-  state.counters["file_MB"] = static_cast<double>(g.file_bytes) / 1e6;
-  state.counters["rss_before_MB"] = g.rss_open_before / 1e6;
-  state.counters["rss_peak_open_MB"] = g.rss_open_peak / 1e6;
-  state.counters["peak_minus_before_over_file"] = (g.rss_open_peak - g.rss_open_before) / static_cast<double>(g.file_bytes);
-  state.counters["open_GB_per_s"] = static_cast<double>(g.file_bytes) / best / 1e9;
+  state.counters["file_MB"] = static_cast<double>(g_.file_bytes) / 1e6;
+  state.counters["rss_before_MB"] = g_.rss_open_before / 1e6;
+  state.counters["rss_peak_open_MB"] = g_.rss_open_peak / 1e6;
+  state.counters["peak_minus_before_over_file"] = (g_.rss_open_peak - g_.rss_open_before) / static_cast<double>(g_.file_bytes);
+  state.counters["open_GB_per_s"] = static_cast<double>(g_.file_bytes) / best / 1e9;
 }
 
 void BM_EigenGemm(benchmark::State& state) {
@@ -175,22 +178,22 @@ void BM_EigenGemm(benchmark::State& state) {
     bestn = std::min(bestn, seconds_since(t0));
     benchmark::DoNotOptimize(C.data());
   }
-  g.eigen_1t_flops = flops / best1;
-  g.eigen_nt_flops = flops / bestn;
+  g_.eigen_1t_flops = flops / best1;
+  g_.eigen_nt_flops = flops / bestn;
   state.counters["threads"] = threads;
-  state.counters["GFLOPs_1thread"] = g.eigen_1t_flops / 1e9;
-  state.counters["GFLOPs_nthreads"] = g.eigen_nt_flops / 1e9;
+  state.counters["GFLOPs_1thread"] = g_.eigen_1t_flops / 1e9;
+  state.counters["GFLOPs_nthreads"] = g_.eigen_nt_flops / 1e9;
 }
 
 void BM_ForwardTrain(benchmark::State& state) {
-  const rlp::Checkpoint ck = rlp::Checkpoint::open(g.dir);
+  const rlp::Checkpoint ck = rlp::Checkpoint::open(g_.dir);
   const rlp::ModelSpec& sp = ck.spec();
   const rlp::PathStyle style = rlp::default_training_style();
   const auto tp = Clock::now();
   const rlp::PreparedWeights pw = rlp::prepare_weights(ck, style);
   const double prepare_s = seconds_since(tp);
   const rlp::EmulatedOps ops(sp, pw, style);
-  const int T = g.tokens;
+  const int T = g_.tokens;
   std::mt19937 rng(5);
   std::uniform_int_distribution<int> d(3, sp.vocab - 1);
   std::vector<int32_t> tokens(static_cast<std::size_t>(T));
@@ -199,7 +202,7 @@ void BM_ForwardTrain(benchmark::State& state) {
 
   const double qo = static_cast<double>(sp.heads) * sp.head_dim, kv = static_cast<double>(sp.kv_heads) * sp.head_dim;
   const double per_layer = sp.hidden * (2 * qo + 2 * kv) + 3.0 * sp.hidden * sp.intermediate;
-  g.linear_flops_per_token = 2.0 * (sp.layers * per_layer + static_cast<double>(sp.vocab) * sp.hidden);
+  g_.linear_flops_per_token = 2.0 * (sp.layers * per_layer + static_cast<double>(sp.vocab) * sp.hidden);
 
   for (auto _ : state) {
     TimedOps timed(ops);
@@ -207,23 +210,23 @@ void BM_ForwardTrain(benchmark::State& state) {
     rlp::EmulatedOps::Mat lp;
     const auto t0 = Clock::now();
     rlp::forward(timed, cache, tokens.data(), T, 0, lp);
-    g.forward_s = seconds_since(t0);
-    g.linear_s = timed.linear_s;
-    g.attention_s = timed.attention_s;
-    g.lm_head_s = timed.lm_head_s;
+    g_.forward_s = seconds_since(t0);
+    g_.linear_s = timed.linear_s;
+    g_.attention_s = timed.attention_s;
+    g_.lm_head_s = timed.lm_head_s;
     benchmark::DoNotOptimize(lp.data());
-    g.rss_forward_peak = proc_status_bytes("VmHWM");
+    g_.rss_forward_peak = proc_status_bytes("VmHWM");
   }
-  const double fl = g.linear_flops_per_token * T;
+  const double fl = g_.linear_flops_per_token * T;
   state.counters["tokens"] = T;
   state.counters["prepare_weights_s"] = prepare_s;
-  state.counters["forward_s"] = g.forward_s;
-  state.counters["linears_s"] = g.linear_s;
-  state.counters["attention_s"] = g.attention_s;
-  state.counters["logprobs_s"] = g.lm_head_s;
-  state.counters["tokens_per_s"] = T / g.forward_s;
-  state.counters["gemm_GFLOPs_whole_fwd"] = fl / g.forward_s / 1e9;
-  state.counters["rss_peak_MB"] = g.rss_forward_peak / 1e6;
+  state.counters["forward_s"] = g_.forward_s;
+  state.counters["linears_s"] = g_.linear_s;
+  state.counters["attention_s"] = g_.attention_s;
+  state.counters["logprobs_s"] = g_.lm_head_s;
+  state.counters["tokens_per_s"] = T / g_.forward_s;
+  state.counters["gemm_GFLOPs_whole_fwd"] = fl / g_.forward_s / 1e9;
+  state.counters["rss_peak_MB"] = g_.rss_forward_peak / 1e6;
 }
 
 }  // namespace
@@ -233,17 +236,17 @@ BENCHMARK(BM_EigenGemm)->Iterations(2)->Unit(benchmark::kMillisecond)->UseRealTi
 BENCHMARK(BM_ForwardTrain)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
 
 int main(int argc, char** argv) {
-  if (const char* t = std::getenv("RLPARITY_BENCH_TOKENS")) g.tokens = std::max(1, std::atoi(t));
+  if (const char* t = std::getenv("RLPARITY_BENCH_TOKENS")) g_.tokens = std::max(1, std::atoi(t));
   std::random_device rd;
   const fs::path dir = fs::temp_directory_path() / fmt::format("rlp_bench_forward_{}_{}", getpid(), rd());
-  g.dir = dir.string();
+  g_.dir = dir.string();
 
   // Write the checkpoint in a child: the generator's buffers must not count toward our peak RSS.
   const auto tw = Clock::now();
   const pid_t pid = fork();
   if (pid == 0) {
     try {
-      rlp::write_random_checkpoint(bench_model(g.dir));
+      rlp::write_random_checkpoint(bench_model(g_.dir));
     } catch (const std::exception& e) {
       fmt::print(stderr, "bench_forward: writing the checkpoint failed: {}\n", e.what());
       _exit(1);
@@ -252,37 +255,37 @@ int main(int argc, char** argv) {
   }
   int status = 0;
   if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    fmt::print(stderr, "bench_forward: could not write the benchmark checkpoint to {}\n", g.dir);
+    fmt::print(stderr, "bench_forward: could not write the benchmark checkpoint to {}\n", g_.dir);
     std::error_code ec;
     fs::remove_all(dir, ec);
     return 1;
   }
-  for (const auto& e : fs::directory_iterator(dir)) g.file_bytes += fs::file_size(e.path());
-  fmt::print("checkpoint: {} ({:.1f} MB, written in {:.1f} s); forward over {} tokens; {} threads\n", g.dir,
-             static_cast<double>(g.file_bytes) / 1e6, seconds_since(tw), g.tokens, rlp::thread_count());
+  for (const auto& e : fs::directory_iterator(dir)) g_.file_bytes += fs::file_size(e.path());
+  fmt::print("checkpoint: {} ({:.1f} MB, written in {:.1f} s); forward over {} tokens; {} threads\n", g_.dir,
+             static_cast<double>(g_.file_bytes) / 1e6, seconds_since(tw), g_.tokens, rlp::thread_count());
 
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
 
-  if (g.forward_s > 0) {
-    const double fl = g.linear_flops_per_token * g.tokens;
-    const double whole = fl / g.forward_s, lin = fl / (g.linear_s + g.lm_head_s);
-    fmt::print("\nsummary ({} tokens, {} threads)\n", g.tokens, rlp::thread_count());
-    fmt::print("  open (validate + hash)  {:.3f} s for {:.1f} MB; open / forward = {:.4f} (target < 0.05)\n", g.open_s,
-               static_cast<double>(g.file_bytes) / 1e6, g.open_s / g.forward_s);
-    fmt::print("  peak RSS while open     {:.1f} MB (RSS before open {:.1f} MB; file {:.1f} MB)\n", g.rss_open_peak / 1e6,
-               g.rss_open_before / 1e6, static_cast<double>(g.file_bytes) / 1e6);
-    fmt::print("  peak RSS after forward  {:.1f} MB\n", g.rss_forward_peak / 1e6);
+  if (g_.forward_s > 0) {
+    const double fl = g_.linear_flops_per_token * g_.tokens;
+    const double whole = fl / g_.forward_s, lin = fl / (g_.linear_s + g_.lm_head_s);
+    fmt::print("\nsummary ({} tokens, {} threads)\n", g_.tokens, rlp::thread_count());
+    fmt::print("  open (validate + hash)  {:.3f} s for {:.1f} MB; open / forward = {:.4f} (target < 0.05)\n", g_.open_s,
+               static_cast<double>(g_.file_bytes) / 1e6, g_.open_s / g_.forward_s);
+    fmt::print("  peak RSS while open     {:.1f} MB (RSS before open {:.1f} MB; file {:.1f} MB)\n", g_.rss_open_peak / 1e6,
+               g_.rss_open_before / 1e6, static_cast<double>(g_.file_bytes) / 1e6);
+    fmt::print("  peak RSS after forward  {:.1f} MB\n", g_.rss_forward_peak / 1e6);
     fmt::print("  forward                 {:.2f} s, {:.1f} tokens/s (linears {:.2f} s, attention {:.2f} s, "
                "lm_head+log-softmax {:.2f} s)\n",
-               g.forward_s, g.tokens / g.forward_s, g.linear_s, g.attention_s, g.lm_head_s);
+               g_.forward_s, g_.tokens / g_.forward_s, g_.linear_s, g_.attention_s, g_.lm_head_s);
     fmt::print("  Eigen fp32 2048^3       {:.1f} GFLOP/s (1 thread), {:.1f} GFLOP/s ({} threads)\n",
-               g.eigen_1t_flops / 1e9, g.eigen_nt_flops / 1e9, rlp::thread_count());
+               g_.eigen_1t_flops / 1e9, g_.eigen_nt_flops / 1e9, rlp::thread_count());
     fmt::print("  GEMM rate, whole fwd    {:.1f} GFLOP/s = {:.3f} x Eigen ({} threads), {:.3f} x Eigen (1 thread)\n",
-               whole / 1e9, whole / g.eigen_nt_flops, rlp::thread_count(), whole / g.eigen_1t_flops);
+               whole / 1e9, whole / g_.eigen_nt_flops, rlp::thread_count(), whole / g_.eigen_1t_flops);
     fmt::print("  GEMM rate, linears only {:.1f} GFLOP/s = {:.3f} x Eigen ({} threads)  [lm_head time includes log-softmax]\n",
-               lin / 1e9, lin / g.eigen_nt_flops, rlp::thread_count());
+               lin / 1e9, lin / g_.eigen_nt_flops, rlp::thread_count());
   }
   std::error_code ec;
   fs::remove_all(dir, ec);
