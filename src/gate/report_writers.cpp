@@ -21,7 +21,11 @@ std::string baseline_cell(const Check& c) {
   std::string s = num(*c.baseline);
   if (c.value && !std::isnan(*c.value) && !std::isnan(*c.baseline)) {
     const double rel = relative_worsening(c.direction, *c.value, *c.baseline);
-    if (!std::isnan(rel)) s += fmt::format(" ({:+.1f}% worse)", 100.0 * rel);
+    if (!std::isnan(rel)) {
+      if (rel > 0) s += fmt::format(" ({:.1f}% worse)", 100.0 * rel);
+      else if (rel < 0) s += fmt::format(" ({:.1f}% better)", -100.0 * rel);
+      else s += " (same)";
+    }
   }
   return s;
 }

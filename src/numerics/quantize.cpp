@@ -1,6 +1,7 @@
 #include "rlparity/numerics/quantize.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cstddef>
 
 #include "rlparity/util/error.hpp"
@@ -18,17 +19,17 @@ struct AmaxAcc {
   uint32_t nan = 0;
 };
 
+// Fresh accumulators per call keep the loop a plain max reduction, which GCC vectorizes.
 inline void amax_row(const float* x, int n, AmaxAcc& acc) {
-  uint32_t m = acc.bits, nan = acc.nan;
+  uint32_t m = 0, all = 0;
   for (int i = 0; i < n; ++i) {
-    const uint32_t a = f32_bits(x[i]) & 0x7FFFFFFFu;
-    const uint32_t is_nan = a > 0x7F800000u ? 1u : 0u;
-    const uint32_t b = is_nan ? 0u : a;
-    m = b > m ? b : m;
-    nan |= is_nan;
+    const uint32_t a = std::bit_cast<uint32_t>(x[i]) & 0x7FFFFFFFu;
+    const uint32_t keep = 0u - static_cast<uint32_t>(a <= 0x7F800000u);  // all ones unless NaN
+    m = std::max(m, a & keep);
+    all = std::max(all, a);  // > 0x7F800000 iff the row holds a NaN
   }
-  acc.bits = m;
-  acc.nan = nan;
+  acc.bits = std::max(acc.bits, m);
+  acc.nan |= all > 0x7F800000u ? 1u : 0u;
 }
 
 template <ScaleConvention C, Fp8Kind K>
@@ -60,11 +61,17 @@ RowFn pick_row_fn(const ScaleOptions& o) {
 
 Fp8Tensor quantize_blocks(const float* x, int rows, int cols, int block_rows, int block_cols,
                           const ScaleOptions& opt) {
+  Fp8Tensor t;
+  quantize_blocks_into(x, rows, cols, block_rows, block_cols, opt, t);
+  return t;
+}
+
+void quantize_blocks_into(const float* x, int rows, int cols, int block_rows, int block_cols,
+                          const ScaleOptions& opt, Fp8Tensor& t) {
   RLP_CHECK(rows >= 0 && cols >= 0, "quantize_blocks: negative shape {}x{}", rows, cols);
   RLP_CHECK(block_rows > 0 && block_cols > 0, "quantize_blocks: block shape {}x{} must be positive",
             block_rows, block_cols);
   RLP_CHECK(x != nullptr || rows * cols == 0, "quantize_blocks: null input");
-  Fp8Tensor t;
   t.rows = rows;
   t.cols = cols;
   t.block_rows = block_rows;
@@ -73,36 +80,49 @@ Fp8Tensor quantize_blocks(const float* x, int rows, int cols, int block_rows, in
   t.codes.resize(static_cast<size_t>(rows) * static_cast<size_t>(cols));
   const int rb = t.row_blocks(), cb = t.col_blocks();
   t.scale_inv.resize(static_cast<size_t>(rb) * static_cast<size_t>(cb));
-  if (rows == 0 || cols == 0) return t;
+  if (rows == 0 || cols == 0) return;
 
   const RowFn row_fn = pick_row_fn(opt);
   // NeMo RL pads with data_hp[-1, -1]; that value joins the amax of every partial block.
   const float last = x[static_cast<size_t>(rows) * static_cast<size_t>(cols) - 1];
   const bool pad_with_last = opt.convention == ScaleConvention::nemo_refit;
 
+  // Both passes walk whole rows of the block row (amax of every column block, then the codes):
+  // long contiguous streams that the hardware prefetchers follow, instead of 128-float pieces of
+  // 128 rows. The second pass reads the block row back from cache.
   rlp::parallel_for(static_cast<size_t>(rb), 1, [&](size_t b0, size_t b1) {
+    std::vector<AmaxAcc> acc(static_cast<size_t>(cb));
+    std::vector<BlockScale> scales(static_cast<size_t>(cb));
     for (size_t br = b0; br < b1; ++br) {
       const int r0 = static_cast<int>(br) * block_rows;
       const int r1 = std::min(rows, r0 + block_rows);
+      std::fill(acc.begin(), acc.end(), AmaxAcc{});
+      for (int r = r0; r < r1; ++r) {
+        const float* row = x + static_cast<size_t>(r) * static_cast<size_t>(cols);
+        for (int bc = 0; bc < cb; ++bc) {
+          const int c0 = bc * block_cols;
+          amax_row(row + c0, std::min(cols, c0 + block_cols) - c0, acc[static_cast<size_t>(bc)]);
+        }
+      }
       for (int bc = 0; bc < cb; ++bc) {
-        const int c0 = bc * block_cols;
-        const int c1 = std::min(cols, c0 + block_cols);
-        AmaxAcc acc;
-        for (int r = r0; r < r1; ++r)
-          amax_row(x + static_cast<size_t>(r) * static_cast<size_t>(cols) + c0, c1 - c0, acc);
+        const int c0 = bc * block_cols, c1 = std::min(cols, c0 + block_cols);
+        AmaxAcc& a = acc[static_cast<size_t>(bc)];
         const bool partial = (r1 - r0) < block_rows || (c1 - c0) < block_cols;
-        if (pad_with_last && partial) amax_row(&last, 1, acc);
-        const float amax = finish_amax(bits_f32(acc.bits), acc.nan != 0, opt.convention);
-        const BlockScale s = compute_block_scale(amax, opt);
-        t.scale_inv[br * static_cast<size_t>(cb) + static_cast<size_t>(bc)] = s.scale_inv;
-        for (int r = r0; r < r1; ++r) {
-          const size_t off = static_cast<size_t>(r) * static_cast<size_t>(cols) + static_cast<size_t>(c0);
-          row_fn(x + off, t.codes.data() + off, c1 - c0, s);
+        if (pad_with_last && partial) amax_row(&last, 1, a);
+        const float amax = finish_amax(bits_f32(a.bits), a.nan != 0, opt.convention);
+        scales[static_cast<size_t>(bc)] = compute_block_scale(amax, opt);
+        t.scale_inv[br * static_cast<size_t>(cb) + static_cast<size_t>(bc)] = scales[static_cast<size_t>(bc)].scale_inv;
+      }
+      for (int r = r0; r < r1; ++r) {
+        const size_t off = static_cast<size_t>(r) * static_cast<size_t>(cols);
+        for (int bc = 0; bc < cb; ++bc) {
+          const int c0 = bc * block_cols;
+          row_fn(x + off + static_cast<size_t>(c0), t.codes.data() + off + static_cast<size_t>(c0),
+                 std::min(cols, c0 + block_cols) - c0, scales[static_cast<size_t>(bc)]);
         }
       }
     }
   });
-  return t;
 }
 
 void dequantize(const Fp8Tensor& t, float* out) {

@@ -124,7 +124,7 @@ TEST(CompareDumps, PrimeRlTokenExport) {
              "\n");
   std::size_t dropped = 0;
   std::vector<std::string> files;
-  for (const std::string dir : {d.path().string(), d / "token_exports"}) {
+  for (const std::string& dir : std::vector<std::string>{d.path().string(), d / "token_exports"}) {
     files.clear();
     const auto seqs = read_prime_rl_exports(dir, &dropped, &files);
     ASSERT_EQ(seqs.size(), 2u);
@@ -175,7 +175,7 @@ TEST(CompareDumps, EveryBadCombinedInputNamesSequenceAndLine) {
        "sequence 's3': \"gen_logprobs\"[0] = null is not a finite number"},
       {R"({"id": "s4", "prompt": [1], "response": [2], "gen_logprobs": [-1.0], "train_logprobs": [0.5]})",
        "sequence 's4': \"train_logprobs\"[0] = 0.5 is positive"},
-      {R"({"id": "s5", "prompt": [1], "response": [2], "gen_logprobs": [-1.0], "train_logprobs": [1e400]})", "s5"},
+      {R"({"id": "s5", "prompt": [1], "response": [2], "gen_logprobs": [-1.0], "train_logprobs": [1e400]})", "number overflow"},  // rejected by the JSON parser
       {R"({"id": "s6", "prompt": [1], "response": [], "gen_logprobs": [], "train_logprobs": []})",
        "sequence 's6': \"response\" is empty"},
       {R"({"id": "s7", "prompt": [1], "gen_logprobs": [-1.0], "train_logprobs": [-1.0]})",

@@ -43,9 +43,13 @@ class TempDir {
 };
 
 inline std::string shell_quote(const std::string& s) {
-  std::string o = "'";
-  for (char c : s) o += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return o + "'";
+  std::string o(1, '\'');
+  for (char c : s) {
+    if (c == '\'') o.append("'\\''");
+    else o.push_back(c);
+  }
+  o.push_back('\'');
+  return o;
 }
 
 struct CliResult {
@@ -56,10 +60,15 @@ struct CliResult {
 
 // Runs the CLI with the given arguments (each shell-quoted).
 inline CliResult run_cli(const std::vector<std::string>& args, const std::string& workdir) {
-  const std::string err_file = workdir + "/.stderr";
+  std::string err_file = workdir;
+  err_file.append("/.stderr");
   std::string cmd = shell_quote(cli_path());
-  for (const auto& a : args) cmd += " " + shell_quote(a);
-  cmd += " 2>" + shell_quote(err_file);
+  for (const auto& a : args) {
+    cmd.push_back(' ');
+    cmd.append(shell_quote(a));
+  }
+  cmd.append(" 2>");
+  cmd.append(shell_quote(err_file));
   CliResult r;
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) return r;

@@ -2,8 +2,7 @@
 // per-token log-probabilities.
 //
 // The expected values were produced once (not at test time) by
-//   /usr/bin/python3 tests/reference/llama2c_reference.py \
-//       /work/shared/models/stories260K/stories260K.bin TOKENS...
+//   /usr/bin/python3 tests/reference/llama2c_reference.py /work/shared/models/stories260K/stories260K.bin TOKENS...
 // an independent numpy float64 forward of the ORIGINAL llama2.c checkpoint (its own file format,
 // interleaved RoPE as in llama2.c's run.c), which shares nothing with rlparity's safetensors loader,
 // HF rotate-half RoPE or forward. The numbers are its JSON output printed with 17 significant
@@ -14,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -50,6 +50,12 @@ const Pinned kSeqB = {
      -7.0861130310951106, -8.5412757243342821, -5.911227353306546, -6.6145664768448587,
      -4.4874488684695466, -1.7680511880571037, -5.7452934998824379, -2.0656502793318992}};
 
+std::string sci(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3e", x);
+  return buf;
+}
+
 // The oracle's log p(tokens[j+1] | tokens[..j]) for every j, teacher-forced.
 std::vector<double> oracle_token_logprobs(const std::string& dir, const std::vector<int32_t>& tokens) {
   const rlp::Checkpoint ck = rlp::Checkpoint::open(dir);
@@ -73,7 +79,7 @@ void expect_pinned(const Pinned& p) {
     EXPECT_NEAR(got[j], p.expected[j], 1e-9) << "position " << j << " (predicting token " << p.tokens[j + 1] << ")";
     worst = std::max(worst, std::abs(got[j] - p.expected[j]));
   }
-  RecordProperty("max_abs_err", std::to_string(worst));
+  ::testing::Test::RecordProperty("max_abs_err", sci(worst));
 }
 
 TEST(StoriesOracle, PinnedLogprobsSequenceA) { expect_pinned(kSeqA); }
@@ -93,6 +99,7 @@ TEST(StoriesOracle, Bf16TwinDiffersSlightly) {
       EXPECT_LE(std::abs(bf16[j] - f32[j]), 1.0) << "position " << j;
       worst = std::max(worst, std::abs(bf16[j] - f32[j]));
     }
+    ::testing::Test::RecordProperty(p == &kSeqA ? "max_abs_diff_bf16_A" : "max_abs_diff_bf16_B", sci(worst));
     EXPECT_GT(worst, 1e-6) << "the bf16 twin's oracle equals the f32 one: are the weights really different?";
   }
 }

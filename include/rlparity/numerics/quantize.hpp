@@ -35,6 +35,10 @@ struct Fp8Tensor {
 // thread count.
 Fp8Tensor quantize_blocks(const float* x, int rows, int cols, int block_rows, int block_cols,
                           const ScaleOptions& opt);
+// The same into an existing tensor, reusing its buffers (no allocation or page faults when the
+// shape repeats: the steady state of a refit or of per-step activation quantization).
+void quantize_blocks_into(const float* x, int rows, int cols, int block_rows, int block_cols,
+                          const ScaleOptions& opt, Fp8Tensor& out);
 
 // out[r][c] = decode(code) * scale_inv(block), one fp32 multiply.
 void dequantize(const Fp8Tensor& t, float* out);

@@ -1,0 +1,56 @@
+// Mismatch reports of one run file (docs/report.md): a self-contained HTML page (inline CSS, inline
+// SVG plots, a few lines of inline JS to sort the worst-tokens tables; no external resources) and a
+// Markdown summary for CI step summaries. Pure functions of their inputs: the same run file (and
+// options) always gives the same bytes. The CLI (src/cli/cmd_report.cpp) does the file I/O.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "rlparity/gate/gate.hpp"
+#include "rlparity/io/run_data.hpp"
+
+namespace rlp::report {
+
+struct ReportOptions {
+  std::string run_path;                        // shown in the header
+  const RunData* baseline = nullptr;           // --baseline: deltas of every summary statistic
+  std::string baseline_path;
+  const gate::GateResult* gate = nullptr;      // verdicts of --thresholds / --preset, if given
+  std::vector<std::string> threshold_sources;  // where the thresholds came from
+  std::size_t worst_tokens = 50;               // rows per recipe in the worst-tokens tables
+  int hist_bins = 60;                          // fixed bin count of every histogram
+  std::size_t cdf_points = 240;                // points per CDF curve
+  std::size_t max_positions = 400;             // points of the per-position curves (positions bucketed beyond)
+};
+
+// One row of a worst-tokens table: the response tokens with the largest |log ratio| (ties: earlier
+// token first); NaN log ratios rank first (they are the worst).
+struct WorstToken {
+  std::size_t index = 0;     // index into the recipe's per-token arrays
+  std::size_t sequence = 0;  // sequence number s
+  std::string sequence_id;   // /inputs/seq_ids[s]
+  std::size_t position = 0;  // index within the response of s
+  std::int64_t token_id = -1;
+  double logp_gen = 0, logp_train = 0, log_ratio = 0, kl = 0;  // kl NaN when kl_gen_train is absent
+};
+std::vector<WorstToken> worst_tokens(const RunData& run, const RecipeResult& recipe, std::size_t cap);
+
+// Mean of a per-token metric at each response position (index within the response) over the
+// sequences long enough to have it; NaN values are skipped. Positions are bucketed into at most
+// max_points equal-width groups (x = first position of the group, y = mean over the group).
+struct PositionCurve {
+  std::vector<double> position, mean;
+  std::size_t bucket = 1;  // positions per point
+};
+PositionCurve per_position_mean(const RunData& run, const std::vector<double>& token_values, std::size_t max_points);
+
+// The summary statistics shown first (and in Markdown), in this order: gate's headline statistics,
+// then any statistic a gate check names.
+std::vector<std::string> headline_statistics(const gate::GateResult* gate);
+
+std::string render_html(const RunData& run, const ReportOptions& opt);
+std::string render_markdown(const RunData& run, const ReportOptions& opt);
+
+}  // namespace rlp::report
