@@ -12,6 +12,7 @@ packages=(
 # Optional extras used by parts of the test suite (browser-rendered reports, fuzzing).
 if [[ "${RLPARITY_SETUP_EXTRAS:-1}" == "1" ]]; then
   packages+=(clang libclang-rt-14-dev)
+  packages+=(chromium)
 fi
 
 missing=()

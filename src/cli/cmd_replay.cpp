@@ -11,9 +11,11 @@
 #include "rlparity/io/run_data.hpp"
 #include "rlparity/metrics/summary_table.hpp"
 #include "rlparity/model/checkpoint.hpp"
+#include "rlparity/replay/attribution.hpp"
 #include "rlparity/replay/replay.hpp"
 #include "rlparity/util/error.hpp"
 #include "rlparity/util/fixtures.hpp"
+#include "rlparity/util/interrupt.hpp"
 #include "rlparity/util/parallel.hpp"
 
 namespace rlp::cli {
@@ -27,6 +29,7 @@ struct ReplayArgs {
   int threads = 0;
   ReplayOptions opt;
   std::vector<std::string> gen_knob_values, train_knob_values;  // parallel to knob_table()
+  std::string attribute, attribute_recipe;                      // --attribute layers,knobs,kv-scales
   std::string command_line;
 };
 
@@ -79,6 +82,7 @@ int run(ReplayArgs& a) {
 #endif
   }
   set_thread_count(a.threads);
+  install_interrupt_handlers();
   check_output_path(a.out, a.force);
   const std::string fixtures = (a.checkpoint.empty() || a.inputs.empty()) ? fixtures_dir() : std::string();
   if (a.checkpoint.empty()) a.checkpoint = fixtures + "/models/stories260K";
@@ -110,13 +114,42 @@ int run(ReplayArgs& a) {
     if (!a.train_knob_values[i].empty()) opt.recipe.train_knobs.emplace_back(knobs[i].name, a.train_knob_values[i]);
   }
 
+  AttributionOptions attr;
+  attr.recipe = a.attribute_recipe;
+  for (const auto& what : split_list(a.attribute)) {
+    if (what == "layers") attr.layers = true;
+    else if (what == "knobs") attr.knobs = true;
+    else if (what == "kv-scales") attr.kv_scales = true;
+    else RLP_THROW_INPUT("--attribute: expected layers, knobs or kv-scales, got '{}'", what);
+  }
+  if (attr.kv_scales && opt.kv_scales_stale_dir.empty())
+    RLP_THROW_INPUT("--attribute kv-scales needs --kv-scales stale:DIR");
+  if (!opt.kv_scales_stale_dir.empty())  // stale scales: always measure what skipping recalibration adds
+    for (const auto& n : opt.recipes)
+      if (make_recipe(n, opt.recipe).needs_kv_scales()) attr.kv_scales = true;
+  if (!attr.recipe.empty()) (void)make_recipe(attr.recipe, opt.recipe);  // unknown names fail before any work
+
   ProgressBar bar(!a.quiet && isatty(STDERR_FILENO));
   RunData run = run_replay(ckpt, inputs, opt, [&](int64_t d, int64_t t) { bar.update(d, t); });
   run.command_line = a.command_line;
   run.extra["inputs"] = a.inputs;
+  if (attr.layers || attr.knobs || attr.kv_scales) {
+    const bool show = !a.quiet;
+    run_attribution(ckpt, inputs, opt, attr, run, [show](const std::string& line) {
+      if (show) fmt::print(stderr, "{}\n", line);
+    });
+  }
+  check_interrupted();
   write_run_file(a.out, run, a.force);
+  if (interrupted()) {
+    // The signal came during the write: do not leave a file behind that looks like a finished run.
+    std::error_code ec;
+    fs::remove(a.out, ec);
+    check_interrupted();
+  }
   if (!a.quiet) {
     fmt::print("{}", format_summary_table(run.recipes));
+    if (!run.attribution.empty()) fmt::print("{}", format_attribution(run));
     fmt::print("wrote {} ({} sequences, {} response tokens, {} recipes)\n", a.out, run.num_sequences(),
                run.recipes.empty() ? 0 : run.recipes[0].tokens.at("logp_gen").size(), run.recipes.size());
   }
@@ -146,6 +179,12 @@ void setup_replay(CLI::App& app, CommandRegistry& registry) {
       ->check(CLI::IsMember({"nemo", "vllm"}))->capture_default_str();
   sub->add_option("--is-cap", args->opt.is_cap, "importance-ratio cap C for truncated/masked IS fractions")->capture_default_str();
   sub->add_flag("--no-oracle", args->no_oracle, "skip the float64 oracle");
+  sub->add_option("--attribute", args->attribute,
+                  "comma-separated: layers (per-layer fp8 divergence + measured --bf16-first/last-layers "
+                  "recommendation), knobs (per-knob divergence), kv-scales (stale vs recalibrated; automatic with "
+                  "--kv-scales stale:DIR)");
+  sub->add_option("--attribute-recipe", args->attribute_recipe,
+                  "recipe that layers/knobs attribute (default: the first of --recipes with fp8 generation, else fp8-gen)");
   sub->add_flag("--allow-nonfinite", args->allow_nonfinite, "accept NaN/inf in weights");
   sub->add_option("--backend", args->backend, "cpu (default) or cuda")->capture_default_str();
   sub->add_flag("--quiet,-q", args->quiet, "no progress bar or summary");

@@ -39,6 +39,8 @@ void setup_replay(CLI::App& app, CommandRegistry& registry);
 void setup_gate(CLI::App& app, CommandRegistry& registry);
 void setup_summary(CLI::App& app, CommandRegistry& registry);
 void setup_compare(CLI::App& app, CommandRegistry& registry);
+void setup_inspect(CLI::App& app, CommandRegistry& registry);
+void setup_report(CLI::App& app, CommandRegistry& registry);
 
 inline void register_all(CLI::App& app, CommandRegistry& registry) {
   setup_selfcheck(app, registry);
@@ -46,6 +48,8 @@ inline void register_all(CLI::App& app, CommandRegistry& registry) {
   setup_gate(app, registry);
   setup_summary(app, registry);
   setup_compare(app, registry);
+  setup_inspect(app, registry);
+  setup_report(app, registry);
 }
 
 }  // namespace rlp::cli

@@ -1,7 +1,12 @@
 #include "io/h5_util.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 namespace rlp::h5 {
 
@@ -302,6 +307,55 @@ std::vector<std::string> read_string_dataset(hid_t loc, const std::string& name,
     out.emplace_back(p, strnlen(p, size));
   }
   return out;
+}
+
+bool dataset_is_string(hid_t loc, const std::string& name, const std::string& what) {
+  if (!link_exists(loc, name)) throw H5Failure("missing dataset " + what);
+  Id dset = make_id(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), H5Dclose, "open dataset " + what);
+  Id ftype = make_id(H5Dget_type(dset.get()), H5Tclose, "type of " + what);
+  return H5Tget_class(ftype.get()) == H5T_STRING;
+}
+
+namespace {
+void fsync_path(const std::string& p, bool directory) {
+  const int fd = ::open(p.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
+  if (fd < 0) throw H5Failure("cannot open '" + p + "' to sync it: " + std::strerror(errno));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) throw H5Failure("fsync of '" + p + "' failed: " + std::strerror(err));
+}
+}  // namespace
+
+void write_file_atomic(const std::string& path, const std::function<void(hid_t file)>& write) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  silence_errors();
+  try {
+    {
+      Id fcpl = make_id(H5Pcreate(H5P_FILE_CREATE), H5Pclose, "create file property list");
+      if (H5Pset_obj_track_times(fcpl.get(), false) < 0) H5Eclear2(H5E_DEFAULT);  // root group times, best effort
+      Id fapl = make_id(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "create file access property list");
+      check_status(H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG), "set file close degree");
+      if (H5Zfilter_avail(H5Z_FILTER_DEFLATE) <= 0) throw H5Failure("the HDF5 library lacks the deflate filter");
+      Id file = make_id(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get()), H5Fclose,
+                        "create temporary file '" + tmp + "'");
+      write(file.get());
+      check_status(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), "flush file");
+      file.close("close file");
+    }
+    fsync_path(tmp, false);
+    if (::rename(tmp.c_str(), path.c_str()) != 0)
+      throw H5Failure("cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(errno));
+  } catch (...) {
+    ::unlink(tmp.c_str());
+    H5Eclear2(H5E_DEFAULT);
+    throw;
+  }
+  const std::filesystem::path p(path);
+  try {
+    fsync_path(p.has_parent_path() ? p.parent_path().string() : std::string("."), true);  // durability of the rename
+  } catch (const H5Failure&) {
+  }
 }
 
 }  // namespace rlp::h5

@@ -5,6 +5,7 @@
 #include <hdf5.h>
 
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -104,5 +105,14 @@ std::vector<std::string> read_string_dataset(hid_t loc, const std::string& name,
 
 // Number of elements of a 1-D numeric dataset (checks rank and type class).
 std::size_t dataset_length(hid_t dset, const std::string& what);
+// True when the dataset `name` under loc holds strings (false for numeric datasets).
+bool dataset_is_string(hid_t loc, const std::string& name, const std::string& what);
+
+// Writes a new HDF5 file atomically: creates `<path>.tmp.<pid>` (no object time tracking, strong
+// close degree, deflate required), calls write(file), flushes, closes, fsyncs and renames it to
+// `path`, then fsyncs the directory (best effort). On any failure the temporary is removed and
+// H5Failure is thrown; nothing appears at `path`. The caller holds h5_mutex() and has checked
+// the directory and the overwrite policy.
+void write_file_atomic(const std::string& path, const std::function<void(hid_t file)>& write);
 
 }  // namespace rlp::h5

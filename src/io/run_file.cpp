@@ -74,6 +74,25 @@ void validate(const RunData& run) {
       if (k == "settings") throw H5Failure(base + ": summary attribute may not be named 'settings'");
     }
   }
+  for (const auto& [kind, t] : run.attribution) {
+    check_name(kind, "attribution kind");
+    const std::string base = "/attribution/" + kind;
+    std::size_t rows = 0;
+    bool first = true;
+    auto column = [&](const std::string& k, std::size_t n) {
+      check_name(k, base + " column");
+      if (first) rows = n;
+      first = false;
+      if (n != rows)
+        throw H5Failure(base + "/" + k + " has " + std::to_string(n) + " rows, other columns have " +
+                        std::to_string(rows));
+    };
+    for (const auto& [k, v] : t.values) column(k, v.size());
+    for (const auto& [k, v] : t.labels) {
+      if (t.values.count(k)) throw H5Failure(base + "/" + k + " is both a numeric and a string column");
+      column(k, v.size());
+    }
+  }
 }
 
 void write_metric_group(hid_t parent, const std::string& name, const std::map<std::string, std::vector<double>>& m,
@@ -129,15 +148,21 @@ void write_contents(hid_t file, const RunData& run) {
     g.close("close group " + base);
   }
   recipes.close("close group /recipes");
-}
 
-void fsync_path(const std::string& p, bool directory) {
-  const int fd = ::open(p.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
-  if (fd < 0) throw H5Failure("cannot open '" + p + "' to sync it: " + std::strerror(errno));
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0) throw H5Failure("fsync of '" + p + "' failed: " + std::strerror(err));
+  if (!run.attribution.empty()) {
+    Id att = h5::create_group(file, "attribution", "/attribution");
+    for (const auto& [kind, t] : run.attribution) {
+      const std::string base = "/attribution/" + kind;
+      Id g = h5::create_group(att.get(), kind, base);
+      h5::write_attr_string(g.get(), "info", t.info.dump(), base + "/info");
+      for (const auto& [k, v] : t.values)
+        h5::write_dataset(g.get(), k, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, v.data(), v.size(), sizeof(double),
+                          base + "/" + k);
+      for (const auto& [k, v] : t.labels) h5::write_string_dataset(g.get(), k, v, base + "/" + k);
+      g.close("close group " + base);
+    }
+    att.close("close group /attribution");
+  }
 }
 
 std::map<std::string, std::vector<double>> read_metric_group(hid_t parent, const std::string& name,
@@ -220,6 +245,22 @@ RunData read_contents(hid_t file) {
     r.layers = read_metric_group(g.get(), "layers", base);
     run.recipes.push_back(std::move(r));
   }
+  if (h5::link_exists(file, "attribution")) {
+    Id att = h5::open_group(file, "attribution", "/attribution");
+    for (const auto& kind : h5::list_links(att.get(), "/attribution")) {
+      const std::string base = "/attribution/" + kind;
+      Id g = h5::open_group(att.get(), kind, base);
+      AttributionTable t;
+      if (h5::attr_exists(g.get(), "info")) t.info = parse_json_attr(g.get(), "info", base + "/info");
+      for (const auto& k : h5::list_links(g.get(), base)) {
+        if (h5::dataset_is_string(g.get(), k, base + "/" + k))
+          t.labels[k] = h5::read_string_dataset(g.get(), k, base + "/" + k);
+        else
+          t.values[k] = h5::read_dataset<double>(g.get(), k, H5T_NATIVE_DOUBLE, base + "/" + k);
+      }
+      run.attribution[kind] = std::move(t);
+    }
+  }
   validate(run);
   return run;
 }
@@ -247,33 +288,11 @@ void write_run_file(const std::string& path, const RunData& run, bool force) {
     RLP_THROW_INPUT("cannot write run file '{}': inconsistent run data: {}", path, e.what());
   }
 
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   std::lock_guard<std::mutex> lock(h5::h5_mutex());
-  h5::silence_errors();
   try {
-    {
-      Id fcpl = h5::make_id(H5Pcreate(H5P_FILE_CREATE), H5Pclose, "create file property list");
-      if (H5Pset_obj_track_times(fcpl.get(), false) < 0) H5Eclear2(H5E_DEFAULT);  // root group times, best effort
-      Id fapl = h5::make_id(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "create file access property list");
-      h5::check_status(H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG), "set file close degree");
-      if (H5Zfilter_avail(H5Z_FILTER_DEFLATE) <= 0) throw H5Failure("the HDF5 library lacks the deflate filter");
-      Id file = h5::make_id(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get()), H5Fclose,
-                            "create temporary file '" + tmp + "'");
-      write_contents(file.get(), run);
-      h5::check_status(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), "flush file");
-      file.close("close file");
-    }
-    fsync_path(tmp, false);
-    if (::rename(tmp.c_str(), path.c_str()) != 0)
-      throw H5Failure("cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(errno));
+    h5::write_file_atomic(path, [&](hid_t file) { write_contents(file, run); });
   } catch (const std::exception& e) {
-    ::unlink(tmp.c_str());
-    H5Eclear2(H5E_DEFAULT);
     RLP_THROW_INPUT("cannot write run file '{}': {}", path, e.what());
-  }
-  try {
-    fsync_path(dir.string(), true);  // durability of the rename; the file itself is complete either way
-  } catch (const H5Failure&) {
   }
 }
 

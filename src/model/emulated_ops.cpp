@@ -9,6 +9,7 @@
 #include "rlparity/numerics/formats.hpp"
 #include "rlparity/numerics/quantize.hpp"
 #include "rlparity/util/error.hpp"
+#include "rlparity/util/parallel.hpp"
 
 namespace rlp {
 
@@ -213,11 +214,14 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
   const int partition = style_.attention == AttentionKind::split_kv ? std::max(1, style_.split_kv_partition)
                                                                     : std::numeric_limits<int>::max();
   out.resize(n, spec_.heads * hd);
-  std::vector<float> qrow(static_cast<std::size_t>(hd)), s(static_cast<std::size_t>(block));
-  std::vector<PartitionState> parts;
-  for (int r = 0; r < n; ++r) {
-    const int last = pos0 + r;  // causal: keys 0..last
-    for (int h = 0; h < spec_.heads; ++h) {
+  // Each (row, head) output is computed by one task in a fixed order: thread-count independent.
+  parallel_for(static_cast<std::size_t>(n) * static_cast<std::size_t>(spec_.heads), 4, [&](std::size_t t0, std::size_t t1) {
+    std::vector<float> qrow(static_cast<std::size_t>(hd)), s(static_cast<std::size_t>(block));
+    std::vector<PartitionState> parts;
+    for (std::size_t task = t0; task < t1; ++task) {
+      const int r = static_cast<int>(task / static_cast<std::size_t>(spec_.heads));
+      const int h = static_cast<int>(task % static_cast<std::size_t>(spec_.heads));
+      const int last = pos0 + r;  // causal: keys 0..last
       const int g = h / group;
       for (int d = 0; d < hd; ++d)
         qrow[static_cast<std::size_t>(d)] = fp8_kv ? num::round_e4m3_sat(q(r, h * hd + d) / qs) : q(r, h * hd + d);
@@ -275,7 +279,7 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
         }
       }
     }
-  }
+  });
 }
 
 void EmulatedOps::silu_mul(const Mat& gate, const Mat& up, Mat& out) const {
@@ -291,16 +295,18 @@ void EmulatedOps::silu_mul(const Mat& gate, const Mat& up, Mat& out) const {
 
 void EmulatedOps::logprobs(const Mat& xn, Mat& out) const {
   gemm(xn, w_.lm_head, out, style_.logits_fp32);
-  // log_softmax in fp32: max, sequential sum of exp(x - max), log.
-  for (int r = 0; r < out.rows(); ++r) {
-    float* row = out.row(r).data();
-    float m = -std::numeric_limits<float>::infinity();
-    for (int i = 0; i < out.cols(); ++i) m = std::max(m, row[i]);
-    float sum = 0.0f;
-    for (int i = 0; i < out.cols(); ++i) sum += std::exp(row[i] - m);
-    const float lse = m + std::log(sum);
-    for (int i = 0; i < out.cols(); ++i) row[i] = row[i] - lse;
-  }
+  // log_softmax in fp32 per row: max, sequential sum of exp(x - max), log.
+  parallel_for(static_cast<std::size_t>(out.rows()), 1, [&](std::size_t r0, std::size_t r1) {
+    for (std::size_t r = r0; r < r1; ++r) {
+      float* row = out.row(static_cast<Eigen::Index>(r)).data();
+      float m = -std::numeric_limits<float>::infinity();
+      for (int i = 0; i < out.cols(); ++i) m = std::max(m, row[i]);
+      float sum = 0.0f;
+      for (int i = 0; i < out.cols(); ++i) sum += std::exp(row[i] - m);
+      const float lse = m + std::log(sum);
+      for (int i = 0; i < out.cols(); ++i) row[i] = row[i] - lse;
+    }
+  });
 }
 
 }  // namespace rlp

@@ -17,6 +17,7 @@
 #include "rlparity/model/oracle_ops.hpp"
 #include "rlparity/replay/kv_calibration.hpp"
 #include "rlparity/util/error.hpp"
+#include "rlparity/util/interrupt.hpp"
 #include "rlparity/util/parallel.hpp"
 #include "rlparity/util/version.hpp"
 
@@ -183,6 +184,7 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
     const EmulatedOps ops(spec, weights_for(sampler.gen), sampler.gen);
     parallel_for(inputs.size(), 1, [&](std::size_t b, std::size_t e) {
       for (std::size_t i = b; i < e; ++i) {
+        check_interrupted();
         if (inputs[i].has_response) continue;
         uint64_t seed = opt.seed ^ (0xD1B54A32D192ED03ull * (i + 1));
         inputs[i].response = sample_response(ops, inputs[i].prompt, opt, splitmix64(seed));
@@ -276,6 +278,7 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
         for (int j = 0; j < R; ++j) logp_oracle[off + static_cast<std::size_t>(j)] = oracle.logprobs(j, in.response[static_cast<std::size_t>(j)]);
       }
       for (std::size_t ri = 0; ri < NR; ++ri) {
+        check_interrupted();
         const Recipe& rc = recipes[ri];
         const EmulatedOps gen_ops(spec, weights_for(rc.gen), rc.gen, &kv_scales);
         const EmulatedOps train_ops(spec, weights_for(rc.train), rc.train, &kv_scales);

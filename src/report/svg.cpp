@@ -147,7 +147,7 @@ void draw_axes(Canvas& c, const PlotOptions& opt, bool x_ticks = true) {
   o += fmt::format(R"(<line class="axis" x1="{}" y1="{}" x2="{}" y2="{}"/>)", px(f.x0), px(f.y0), px(f.x0), px(f.y1));
   o += fmt::format(R"(<text class="axis-label" x="{}" y="{}" text-anchor="middle">{}</text>)", px((f.x0 + f.x1) / 2),
                    px(f.y1 + 36), xml_escape(axis_title(opt.x)));
-  o += fmt::format(R"(<text class="axis-label" x="0" y="0" text-anchor="middle" transform="translate(14 {}) rotate(-90)">{}</text>)",
+  o += fmt::format(R"svg(<text class="axis-label" x="0" y="0" text-anchor="middle" transform="translate(14 {}) rotate(-90)">{}</text>)svg",
                    px((f.y0 + f.y1) / 2), xml_escape(axis_title(opt.y)));
   o += "</g>\n";
 }

@@ -25,6 +25,17 @@ struct RecipeResult {
   std::map<std::string, double> summary;
 };
 
+// One attribution table (replay --attribute, --kv-scales stale:DIR), stored as the group
+// /attribution/<kind>: every column (numeric or string) has the same length, one row per layer /
+// knob / candidate / recipe; `info` holds the settings and the derived conclusions (JSON string
+// attribute "info"). Kinds and columns: docs/hdf5-schema.md.
+struct AttributionTable {
+  std::map<std::string, std::vector<double>> values;       // float64 datasets
+  std::map<std::string, std::vector<std::string>> labels;  // string datasets
+  nlohmann::json info = nlohmann::json::object();
+  bool operator==(const AttributionTable&) const = default;
+};
+
 struct RunData {
   // Root attributes.
   int schema_version = kSchemaVersion;
@@ -45,6 +56,10 @@ struct RunData {
   std::vector<double> engine_logprobs; // optional: a real engine's generation logprobs, per response token
 
   std::vector<RecipeResult> recipes;
+
+  // /attribution/<kind> (optional; absent from files without attribution): "layers",
+  // "layer_candidates", "knobs", "kv_scales".
+  std::map<std::string, AttributionTable> attribution;
 
   std::size_t num_sequences() const { return prompt_lengths.size(); }
 };

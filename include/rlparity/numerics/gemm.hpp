@@ -3,8 +3,8 @@
 // task in the order documented below, so results are bit-identical for any thread count.
 //
 // gemm_f32acc order (operands already hold bf16/fp16 values stored in float):
-//   1. K is split into split_k contiguous ranges, sizes as even as possible, the first
-//      (K % split_k) ranges one element longer.
+//   1. K is split into split_k contiguous ranges (split_k capped at K), sizes as even as
+//      possible, the first (K % split_k) ranges one element longer.
 //   2. Within a range, with k_chunk > 0, the range is cut into chunks of k_chunk elements (the
 //      last may be shorter); each chunk is accumulated from +0 by a sequential fused chain
 //      c = fma(x[k], w[k], c) in increasing k; the range partial is the first chunk's c, and every

@@ -19,7 +19,8 @@ struct ReportOptions {
   std::string baseline_path;
   const gate::GateResult* gate = nullptr;      // verdicts of --thresholds / --preset, if given
   std::vector<std::string> threshold_sources;  // where the thresholds came from
-  std::size_t worst_tokens = 50;               // rows per recipe in the worst-tokens tables
+  std::size_t worst_tokens = 50;               // rows per recipe in the HTML worst-tokens tables
+  std::size_t markdown_worst_tokens = 10;      // rows per recipe in the Markdown worst-tokens tables
   int hist_bins = 60;                          // fixed bin count of every histogram
   std::size_t cdf_points = 240;                // points per CDF curve
   std::size_t max_positions = 400;             // points of the per-position curves (positions bucketed beyond)

@@ -1,0 +1,105 @@
+// `rlparity report RUN.h5`: renders a run file as one self-contained HTML page (and optionally
+// Markdown), with gate verdicts (--thresholds/--preset) and baseline deltas (--baseline).
+// What the report shows: docs/report.md.
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "cli/commands.hpp"
+#include "rlparity/gate/gate.hpp"
+#include "rlparity/gate/thresholds.hpp"
+#include "rlparity/io/run_data.hpp"
+#include "rlparity/report/report.hpp"
+#include "rlparity/util/error.hpp"
+
+namespace rlp::cli {
+namespace {
+
+struct ReportArgs {
+  std::string run, out = "rlparity-report.html", markdown, baseline, thresholds, preset;
+  std::size_t worst = 50;
+  bool quiet = false;
+};
+
+// Writes `text` to `<path>.tmp.<pid>` in the same directory, fsyncs and renames it to `path`; on
+// any failure the temporary is removed and `path` is left untouched.
+void write_atomically(const std::string& path, const std::string& text, const char* what) {
+  namespace fs = std::filesystem;
+  const fs::path p(path);
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) RLP_THROW_INPUT("cannot write {} '{}': directory '{}' does not exist", what, path, dir.string());
+  if (fs::is_directory(p, ec)) RLP_THROW_INPUT("cannot write {} '{}': it is a directory", what, path);
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) RLP_THROW_INPUT("cannot write {} '{}': {}", what, tmp, std::strerror(errno));
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
+  const int err = errno;
+  if (std::fclose(f) != 0 || !ok) {
+    ::unlink(tmp.c_str());
+    RLP_THROW_INPUT("cannot write {} '{}': {}", what, path, std::strerror(ok ? errno : err));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    ::unlink(tmp.c_str());
+    RLP_THROW_INPUT("cannot write {} '{}': {}", what, path, std::strerror(e));
+  }
+}
+
+int run_report(const ReportArgs& a) {
+  const RunData run = read_run_file(a.run);
+  report::ReportOptions opt;
+  opt.run_path = a.run;
+  opt.worst_tokens = a.worst;
+  RunData base;
+  if (!a.baseline.empty()) {
+    base = read_run_file(a.baseline);
+    opt.baseline = &base;
+    opt.baseline_path = a.baseline;
+  }
+  gate::GateResult verdicts;
+  if (!a.thresholds.empty() || !a.preset.empty()) {
+    gate::GateOptions go;
+    if (!a.preset.empty()) go.thresholds = gate::load_preset(a.preset);
+    if (!a.thresholds.empty()) {
+      gate::Thresholds file = gate::load_thresholds_file(a.thresholds);
+      go.thresholds = go.thresholds ? gate::merge_thresholds(*go.thresholds, file) : file;
+    }
+    // Verdicts of the absolute thresholds only; the baseline is shown as deltas, not gated.
+    verdicts = gate::evaluate(run, go);
+    opt.gate = &verdicts;
+    opt.threshold_sources = go.thresholds->sources;
+  }
+  // Render everything before writing anything, so a failure leaves no partial output set.
+  const std::string html = report::render_html(run, opt);
+  const std::string md = a.markdown.empty() ? std::string() : report::render_markdown(run, opt);
+  write_atomically(a.out, html, "HTML report");
+  if (!a.markdown.empty()) write_atomically(a.markdown, md, "Markdown report");
+  if (!a.quiet) {
+    fmt::print("wrote {} ({} bytes, {} recipes)\n", a.out, html.size(), run.recipes.size());
+    if (!a.markdown.empty()) fmt::print("wrote {} ({} bytes)\n", a.markdown, md.size());
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void setup_report(CLI::App& app, CommandRegistry& registry) {
+  auto args = std::make_shared<ReportArgs>();
+  auto* sub = app.add_subcommand("report", "Render a run file as a self-contained HTML report (and Markdown)");
+  sub->add_option("run", args->run, "run file (HDF5) written by replay or compare")->required();
+  sub->add_option("-o,--out", args->out, "HTML output file")->capture_default_str();
+  sub->add_option("--markdown", args->markdown, "also write a Markdown summary (summary table + worst tokens) here");
+  sub->add_option("--baseline", args->baseline, "baseline run file: show deltas of every summary statistic against it");
+  sub->add_option("--thresholds", args->thresholds, "TOML thresholds file (docs/gate.md): show pass/fail verdicts");
+  sub->add_option("--preset", args->preset, "named thresholds (nemo-rl, verl): show pass/fail verdicts");
+  sub->add_option("--worst", args->worst, "rows of each worst-tokens table in the HTML report")->capture_default_str()->check(CLI::Range(1, 100000));
+  sub->add_flag("-q,--quiet", args->quiet, "print nothing on success");
+  registry.add(sub, [args] { return run_report(*args); });
+}
+
+}  // namespace rlp::cli
