@@ -29,7 +29,7 @@ namespace {
 #define RLP_REQUIRE_GPU() GTEST_SKIP() << "built without the CUDA toolkit (kernels/ not compiled)"
 #endif
 
-std::vector<float> sample_floats() {
+[[maybe_unused]] std::vector<float> sample_floats() {
   std::vector<float> v;
   std::mt19937 rng(1u);
   for (uint32_t e = 0; e < 256; ++e)
@@ -37,7 +37,7 @@ std::vector<float> sample_floats() {
   return v;
 }
 
-std::vector<float> random_matrix(int rows, int cols, unsigned seed) {
+[[maybe_unused]] std::vector<float> random_matrix(int rows, int cols, unsigned seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> d(0.0f, 1.0f);
   std::vector<float> x(static_cast<size_t>(rows) * static_cast<size_t>(cols));
