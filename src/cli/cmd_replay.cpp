@@ -12,6 +12,7 @@
 #include "rlparity/metrics/summary_table.hpp"
 #include "rlparity/model/checkpoint.hpp"
 #include "rlparity/replay/attribution.hpp"
+#include "rlparity/replay/memory_estimate.hpp"
 #include "rlparity/replay/replay.hpp"
 #include "rlparity/util/error.hpp"
 #include "rlparity/util/fixtures.hpp"
@@ -30,6 +31,7 @@ struct ReplayArgs {
   ReplayOptions opt;
   std::vector<std::string> gen_knob_values, train_knob_values;  // parallel to knob_table()
   std::string attribute, attribute_recipe;                      // --attribute layers,knobs,kv-scales
+  std::string max_memory;                                       // --max-memory SIZE (empty: no limit)
   std::string command_line;
 };
 
@@ -84,6 +86,7 @@ int run(ReplayArgs& a) {
   set_thread_count(a.threads);
   install_interrupt_handlers();
   check_output_path(a.out, a.force);
+  const uint64_t memory_limit = a.max_memory.empty() ? 0 : parse_memory_size(a.max_memory);
   const std::string fixtures = (a.checkpoint.empty() || a.inputs.empty()) ? fixtures_dir() : std::string();
   if (a.checkpoint.empty()) a.checkpoint = fixtures + "/models/stories260K";
   if (a.inputs.empty()) a.inputs = fixtures + "/inputs/stories260K-prompts.jsonl";
@@ -128,6 +131,16 @@ int run(ReplayArgs& a) {
     for (const auto& n : opt.recipes)
       if (make_recipe(n, opt.recipe).needs_kv_scales()) attr.kv_scales = true;
   if (!attr.recipe.empty()) (void)make_recipe(attr.recipe, opt.recipe);  // unknown names fail before any work
+
+  if (memory_limit != 0) {
+    uint64_t mapped = 0;
+    for (const auto& [name, t] : ckpt.tensors()) mapped += t.nbytes;
+    const MemoryEstimate est = estimate_replay_memory(ckpt.spec(), inputs, opt, thread_count(), mapped);
+    if (est.total > memory_limit)
+      RLP_THROW_INPUT("estimated peak memory {} exceeds --max-memory {} ({}); refusing to start. Estimate:\n{}"
+                      "Fewer --threads, fewer or shorter sequences, fewer recipes or --no-oracle lower it.",
+                      format_bytes(est.total), a.max_memory, format_bytes(memory_limit), est.describe());
+  }
 
   ProgressBar bar(!a.quiet && isatty(STDERR_FILENO));
   RunData run = run_replay(ckpt, inputs, opt, [&](int64_t d, int64_t t) { bar.update(d, t); });
@@ -185,6 +198,9 @@ void setup_replay(CLI::App& app, CommandRegistry& registry) {
                   "--kv-scales stale:DIR)");
   sub->add_option("--attribute-recipe", args->attribute_recipe,
                   "recipe that layers/knobs attribute (default: the first of --recipes with fp8 generation, else fp8-gen)");
+  sub->add_option("--max-memory", args->max_memory,
+                  "refuse to start when the estimated peak memory exceeds SIZE (e.g. 8G, 512M); the estimate is "
+                  "conservative and printed when refused (docs/robustness.md)");
   sub->add_flag("--allow-nonfinite", args->allow_nonfinite, "accept NaN/inf in weights");
   sub->add_option("--backend", args->backend, "cpu (default) or cuda")->capture_default_str();
   sub->add_flag("--quiet,-q", args->quiet, "no progress bar or summary");

@@ -193,7 +193,8 @@ void gemm_f32acc(const float* X, const float* W, float* Y, int M, int N, int K, 
 
   const TileGrid grid(M, N);
   rlp::parallel_for(grid.count(), 1, [&](size_t t0, size_t t1) {
-    TileBufs b;
+    // Reused across calls on the same thread: decode runs thousands of small GEMMs.
+    thread_local TileBufs b;
     for (size_t t = t0; t < t1; ++t) {
       const int m0 = static_cast<int>(t / static_cast<size_t>(grid.nt)) * MC;
       const int n0 = static_cast<int>(t % static_cast<size_t>(grid.nt)) * NC;
@@ -282,7 +283,8 @@ void gemm_fp8_blockscaled(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, cons
   RLP_CHECK(B <= KC, "gemm_fp8_blockscaled: fp32 slice accumulation supports K blocks up to {}, got {}", KC, B);
   const TileGrid grid(M, N);
   rlp::parallel_for(grid.count(), 1, [&](size_t t0, size_t t1) {
-    TileBufs b;
+    // Reused across calls on the same thread: decode runs thousands of small GEMMs.
+    thread_local TileBufs b;
     std::vector<float> sa(static_cast<size_t>(MC)), sb(static_cast<size_t>(NC));
     for (size_t t = t0; t < t1; ++t) {
       const int m0 = static_cast<int>(t / static_cast<size_t>(grid.nt)) * MC;

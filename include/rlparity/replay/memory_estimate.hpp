@@ -1,0 +1,37 @@
+// Peak-memory estimate of a replay run, for `rlparity replay --max-memory SIZE`: the run is refused
+// before any weight is prepared when the estimate exceeds the limit. The estimate is deliberately
+// conservative (an upper bound for the CPU backend, not a prediction); each term is listed so a
+// refused user sees what dominates. See docs/robustness.md for the formula.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "rlparity/model/model_spec.hpp"
+#include "rlparity/replay/inputs.hpp"
+#include "rlparity/replay/replay.hpp"
+
+namespace rlp {
+
+struct MemoryEstimate {
+  std::vector<std::pair<std::string, uint64_t>> parts;  // (what, bytes), in the order they are summed
+  uint64_t total = 0;
+  uint64_t mapped_checkpoint = 0;  // file-backed mapping: reported, not counted (the page cache can drop it)
+  // Multi-line human-readable breakdown, e.g. "  oracle weights (float64, 8 B/param): 2.1 MiB".
+  std::string describe() const;
+};
+
+// Estimates the peak of run_replay(ckpt, inputs, options) with `threads` workers (0: all cores).
+// Inputs without a response count as prompt + options.max_new_tokens tokens. Unknown recipe names
+// are ignored here (run_replay refuses them). Attribution (--attribute) is not included.
+MemoryEstimate estimate_replay_memory(const ModelSpec& spec, const std::vector<InputSequence>& inputs,
+                                      const ReplayOptions& options, int threads, uint64_t checkpoint_bytes = 0);
+
+// "8G", "512M", "1.5GiB", "64k", "1000000" (bytes); suffixes K/M/G/T (optionally followed by "B" or
+// "iB") are powers of 1024, case-insensitive. InputError for anything else or zero.
+uint64_t parse_memory_size(const std::string& text);
+// 1536 -> "1.5 KiB".
+std::string format_bytes(uint64_t bytes);
+
+}  // namespace rlp

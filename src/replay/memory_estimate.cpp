@@ -1,0 +1,223 @@
+// Conservative peak-memory estimate of a replay run (see the header and docs/robustness.md).
+#include "rlparity/replay/memory_estimate.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <set>
+#include <thread>
+
+#include "rlparity/model/weights.hpp"
+#include "rlparity/replay/recipe.hpp"
+#include "rlparity/util/error.hpp"
+
+namespace rlp {
+namespace {
+
+// Saturating arithmetic: an absurd config must give an absurd estimate, not a wrapped small one.
+uint64_t sat_mul(uint64_t a, uint64_t b) {
+  uint64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+uint64_t sat_add(uint64_t a, uint64_t b) {
+  uint64_t r;
+  return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+uint64_t u(int64_t x) { return x > 0 ? static_cast<uint64_t>(x) : 0; }
+
+struct ParamCounts {
+  uint64_t decoder_linear_per_layer = 0;  // q, k, v, o, gate, up, down weights of one layer
+  uint64_t largest_linear = 0;
+  uint64_t other = 0;                     // embeddings, lm_head copy, norms, biases (never fp8)
+  uint64_t fp8_scales_per_layer = 0;      // 128x128 blocks of one layer's linears
+};
+
+ParamCounts count_params(const ModelSpec& s) {
+  const uint64_t H = u(s.hidden), I = u(s.intermediate), V = u(s.vocab), hd = u(s.head_dim);
+  const uint64_t q = sat_mul(u(s.heads), hd), kv = sat_mul(u(s.kv_heads), hd), L = u(s.layers);
+  ParamCounts c;
+  const std::pair<uint64_t, uint64_t> shapes[] = {{q, H}, {kv, H}, {kv, H}, {H, q}, {I, H}, {I, H}, {H, I}};
+  for (const auto& [o, i] : shapes) {
+    c.decoder_linear_per_layer = sat_add(c.decoder_linear_per_layer, sat_mul(o, i));
+    c.largest_linear = std::max(c.largest_linear, sat_mul(o, i));
+    c.fp8_scales_per_layer = sat_add(c.fp8_scales_per_layer, sat_mul((o + 127) / 128, (i + 127) / 128));
+  }
+  uint64_t per_layer_other = 2 * H;
+  if (s.qkv_bias) per_layer_other = sat_add(per_layer_other, q + 2 * kv);
+  if (s.qk_norm) per_layer_other = sat_add(per_layer_other, 2 * hd);
+  // embed + lm_head (always its own prepared copy, tied or not) + final norm.
+  c.other = sat_add(sat_add(sat_mul(2, sat_mul(V, H)), H), sat_mul(L, per_layer_other));
+  return c;
+}
+
+// Bytes one forward path holds for a sequence of n tokens of which r are scored: activations of one
+// layer (h, xn, q, k, v, attn, o, gate, up, act, down, observed), the KV cache of every layer, the
+// logits of every position and the kept log-prob rows, the per-layer hidden states kept for the layer
+// metrics, and fp8 GEMM temporaries (codes and a dequantized copy of the largest input). `b` is the
+// element size (4 for the emulated paths, 8 for the float64 oracle).
+uint64_t path_bytes(const ModelSpec& s, uint64_t n, uint64_t r, uint64_t b) {
+  const uint64_t H = u(s.hidden), I = u(s.intermediate), V = u(s.vocab), L = u(s.layers);
+  const uint64_t q = sat_mul(u(s.heads), u(s.head_dim)), kv = sat_mul(u(s.kv_heads), u(s.head_dim));
+  const uint64_t act_cols = sat_add(sat_add(sat_mul(5, H), sat_mul(2, q)), sat_add(sat_mul(2, kv), sat_mul(3, I)));
+  uint64_t e = sat_mul(n, act_cols);                              // activations of one layer
+  e = sat_add(e, sat_mul(sat_mul(2, L), sat_mul(n, kv)));         // KV cache
+  e = sat_add(e, sat_mul(n, V));                                  // logits of every position
+  e = sat_add(e, sat_mul(r, V));                                  // kept log-prob rows
+  e = sat_add(e, sat_mul(L, sat_mul(r, H)));                      // per-layer hidden states
+  e = sat_add(e, sat_mul(2, sat_mul(n, std::max({H, I, q, V}))));  // GEMM temporaries
+  return sat_mul(e, b);
+}
+
+}  // namespace
+
+MemoryEstimate estimate_replay_memory(const ModelSpec& spec, const std::vector<InputSequence>& inputs,
+                                      const ReplayOptions& opt, int threads, uint64_t checkpoint_bytes) {
+  MemoryEstimate est;
+  est.mapped_checkpoint = checkpoint_bytes;
+  const ParamCounts pc = count_params(spec);
+  const uint64_t L = u(spec.layers);
+
+  // Distinct prepared weight forms, keyed like run_replay's cache.
+  std::vector<Recipe> recipes;
+  for (const auto& n : opt.recipes) {
+    try {
+      recipes.push_back(make_recipe(n, opt.recipe));
+    } catch (const InputError&) {
+    }
+  }
+  const bool sampling = std::any_of(inputs.begin(), inputs.end(), [](const InputSequence& s) { return !s.has_response; });
+  std::set<std::string> keys;
+  std::vector<const PathStyle*> forms;
+  Recipe sampler;
+  if (sampling) {
+    try {
+      sampler = make_recipe(opt.sample_recipe, opt.recipe);
+      keys.insert(weights_key(sampler.gen));
+      forms.push_back(&sampler.gen);
+    } catch (const InputError&) {
+    }
+  }
+  bool kv_calibration = false;
+  for (const auto& r : recipes) {
+    kv_calibration = kv_calibration || r.needs_kv_scales();
+    for (const PathStyle* s : {&r.gen, &r.train})
+      if (keys.insert(weights_key(*s)).second) forms.push_back(s);
+  }
+  int n_act = 0, n_fp8 = 0;
+  uint64_t weights = 0, largest_fp8_temp = 0;
+  for (const PathStyle* s : forms) {
+    uint64_t fp8_layers = 0;
+    if (s->fp8_linear)
+      for (int l = 0; l < spec.layers; ++l) fp8_layers += s->layer_is_fp8(l, spec.layers) ? 1 : 0;
+    const uint64_t act_layers = L - std::min(L, fp8_layers);
+    uint64_t b = sat_mul(4, pc.other);
+    b = sat_add(b, sat_mul(4, sat_mul(act_layers, pc.decoder_linear_per_layer)));
+    b = sat_add(b, sat_mul(fp8_layers, sat_add(pc.decoder_linear_per_layer, sat_mul(4, pc.fp8_scales_per_layer))));
+    weights = sat_add(weights, b);
+    if (fp8_layers > 0) {
+      ++n_fp8;
+      largest_fp8_temp = sat_mul(4, pc.largest_linear);  // float master copy while quantizing one linear
+    } else {
+      ++n_act;
+    }
+  }
+  est.parts.emplace_back(fmt::format("prepared weights: {} act-dtype form(s) at 4 B/param, {} fp8 form(s) at "
+                                     "1 B/param + 4 B per 128x128 block scale (+ 4 B/param for non-fp8 tensors)",
+                                     n_act, n_fp8),
+                         weights);
+  if (largest_fp8_temp) est.parts.emplace_back("fp8 quantization temporary (largest linear as float32)", largest_fp8_temp);
+  if (kv_calibration) {
+    const uint64_t b = sat_mul(4, sat_add(pc.other, sat_mul(L, pc.decoder_linear_per_layer)));
+    est.parts.emplace_back("fp8 KV-scale calibration: one extra act-dtype form while calibrating", b);
+  }
+  const uint64_t n_params = sat_add(pc.other, sat_mul(L, pc.decoder_linear_per_layer));
+  if (opt.oracle) est.parts.emplace_back("oracle weights (float64, 8 B/param incl. the lm_head copy)", sat_mul(8, n_params));
+
+  // Per worker: the longest sequence through the oracle and two emulated paths at once.
+  uint64_t longest = 1, longest_r = 1, total_tokens = 0, total_response = 0;
+  for (const auto& in : inputs) {
+    const uint64_t r = in.has_response ? in.response.size() : u(opt.max_new_tokens);
+    const uint64_t n = in.prompt.size() + r;
+    longest = std::max(longest, n);
+    longest_r = std::max(longest_r, r);
+    total_tokens = sat_add(total_tokens, n);
+    total_response = sat_add(total_response, r);
+  }
+  const uint64_t hw = std::max(1u, std::thread::hardware_concurrency());
+  const uint64_t workers = std::max<uint64_t>(1, std::min<uint64_t>(threads > 0 ? u(threads) : hw, inputs.size()));
+  uint64_t per_worker = sat_mul(2, path_bytes(spec, longest, longest_r, 4));
+  if (opt.oracle) per_worker = sat_add(per_worker, path_bytes(spec, longest, longest_r, 8));
+  est.parts.emplace_back(fmt::format("per-worker activations, KV caches and log-prob rows for the longest sequence "
+                                     "({} tokens) x {} worker(s)", longest, workers),
+                         sat_mul(workers, per_worker));
+
+  // The run's results: per-token metrics (8 doubles per recipe + oracle + engine), per-layer sums,
+  // token ids and offsets.
+  const uint64_t NR = recipes.size();
+  uint64_t results = sat_mul(8, sat_mul(total_response, sat_add(sat_mul(8, NR), 2)));
+  results = sat_add(results, sat_mul(8, sat_mul(inputs.size(), sat_mul(NR, sat_mul(L, 5)))));
+  results = sat_add(results, sat_mul(16, total_tokens));
+  est.parts.emplace_back("results (per-token and per-layer metrics, token ids)", results);
+  // Inputs, the mapping's page tables, allocator overhead: a fixed allowance.
+  est.parts.emplace_back("fixed allowance (program, inputs, allocator overhead)", uint64_t{64} << 20);
+  for (const auto& [what, b] : est.parts) {
+    (void)what;
+    est.total = sat_add(est.total, b);
+  }
+  return est;
+}
+
+std::string MemoryEstimate::describe() const {
+  std::string s;
+  for (const auto& [what, b] : parts) s += fmt::format("  {:>10}  {}\n", format_bytes(b), what);
+  s += fmt::format("  {:>10}  total\n", format_bytes(total));
+  if (mapped_checkpoint)
+    s += fmt::format("  (not counted: {} of memory-mapped checkpoint files, file-backed and reclaimable)\n",
+                     format_bytes(mapped_checkpoint));
+  return s;
+}
+
+uint64_t parse_memory_size(const std::string& text) {
+  std::size_t i = 0;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  const std::string number = text.substr(0, i);
+  std::string suffix = text.substr(i);
+  for (char& c : suffix) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  double value = 0;
+  bool ok = !number.empty() && number != "." && std::count(number.begin(), number.end(), '.') <= 1;
+  if (ok) {
+    try {
+      std::size_t used = 0;
+      value = std::stod(number, &used);
+      ok = used == number.size();
+    } catch (const std::exception&) {
+      ok = false;
+    }
+  }
+  int shift = -1;
+  const std::pair<const char*, int> units[] = {{"", 0}, {"B", 0}, {"K", 10}, {"KB", 10}, {"KIB", 10},
+                                               {"M", 20}, {"MB", 20}, {"MIB", 20}, {"G", 30}, {"GB", 30},
+                                               {"GIB", 30}, {"T", 40}, {"TB", 40}, {"TIB", 40}};
+  for (const auto& [name, sh] : units)
+    if (suffix == name) shift = sh;
+  const double bytes = value * std::ldexp(1.0, shift < 0 ? 0 : shift);
+  if (!ok || shift < 0 || !(bytes >= 1.0) || bytes >= 1.8e19)
+    RLP_THROW_INPUT("--max-memory: '{}' is not a memory size (expected e.g. 8G, 512M, 1.5GiB or a byte count)", text);
+  return static_cast<uint64_t>(bytes);
+}
+
+std::string format_bytes(uint64_t bytes) {
+  if (bytes == UINT64_MAX) return "over 16 EiB";
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double v = static_cast<double>(bytes);
+  int k = 0;
+  while (v >= 1024.0 && k < 6) {
+    v /= 1024.0;
+    ++k;
+  }
+  return k == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.1f} {}", v, units[k]);
+}
+
+}  // namespace rlp
