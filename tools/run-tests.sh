@@ -1,9 +1,30 @@
 #!/usr/bin/env bash
 # The whole test suite, as the README and CI run it: set up, build (ci preset: warnings are errors),
-# then every ctest label (unit, slow, gpu: gpu tests skip themselves without a GPU).
+# then every ctest label (unit, slow, gpu: gpu tests skip themselves without a GPU); then the
+# ASan+UBSan build of the suite (asan preset, warnings are errors; labels slow, gpu, browser and
+# heavy excluded there) and a bounded libFuzzer run of every parser (tools/fuzz.sh). Measured on an
+# idle 2-core machine the whole script stays under 20 minutes (docs/robustness.md).
+#
+# RLPARITY_SKIP_ASAN=1 / RLPARITY_SKIP_FUZZ=1 skip those stages (local iteration only);
+# RLPARITY_FUZZ_SECONDS sets the per-target fuzzing time (default 20).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh
+stage() { echo "== $1 ($(date -u +%T))"; }
+stage "ci build"
 cmake --preset ci
 cmake --build --preset ci
+stage "ci tests"
 ctest --preset ci
+if [[ "${RLPARITY_SKIP_ASAN:-0}" != "1" ]]; then
+  stage "asan build"
+  cmake --preset asan
+  cmake --build --preset asan
+  stage "asan tests"
+  ctest --preset asan
+fi
+if [[ "${RLPARITY_SKIP_FUZZ:-0}" != "1" ]]; then
+  stage "fuzz"
+  tools/fuzz.sh "${RLPARITY_FUZZ_SECONDS:-20}"
+fi
+stage "done"

@@ -4,6 +4,7 @@
 
 #include "cli/commands.hpp"
 #include "rlparity/util/error.hpp"
+#include "rlparity/util/interrupt.hpp"
 
 int main(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) rlp::cli::invocation() += (i ? " " : "") + std::string(argv[i]);
@@ -17,6 +18,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
+  rlp::install_sigbus_handler();
   try {
     return registry.run_selected();
   } catch (const rlp::Error& e) {

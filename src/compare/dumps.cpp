@@ -25,6 +25,21 @@ struct Line {
   std::string where;  // "file:line"
 };
 
+// std::getline, but refusing a line longer than kMaxDumpLineBytes before buffering more of it.
+bool getline_capped(std::istream& in, std::string& text, const std::string& path, int lineno) {
+  text.clear();
+  std::streambuf* sb = in.rdbuf();
+  bool any = false;
+  for (int c = sb->sbumpc(); c != std::char_traits<char>::eof(); c = sb->sbumpc()) {
+    any = true;
+    if (c == '\n') return true;
+    text.push_back(static_cast<char>(c));
+    if (text.size() > kMaxDumpLineBytes)
+      RLP_THROW_INPUT("{}:{}: line is longer than {} MiB", path, lineno, kMaxDumpLineBytes >> 20);
+  }
+  return any;
+}
+
 // Reads a JSONL file: one object per non-blank line.
 std::vector<Line> read_jsonl(const std::string& path) {
   std::error_code ec;
@@ -35,7 +50,7 @@ std::vector<Line> read_jsonl(const std::string& path) {
   std::vector<Line> out;
   std::string text;
   int lineno = 0;
-  while (std::getline(in, text)) {
+  while (getline_capped(in, text, path, lineno + 1)) {
     ++lineno;
     if (!text.empty() && text.back() == '\r') text.pop_back();
     if (text.find_first_not_of(" \t") == std::string::npos) continue;

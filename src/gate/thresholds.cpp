@@ -208,6 +208,9 @@ Thresholds load_thresholds_file(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) RLP_THROW_INPUT("thresholds file '{}' does not exist", path);
   if (std::filesystem::is_directory(path, ec)) RLP_THROW_INPUT("thresholds file '{}' is a directory", path);
+  const auto size = std::filesystem::file_size(path, ec);
+  if (!ec && size > kMaxThresholdsFileBytes)
+    RLP_THROW_INPUT("thresholds file '{}' is {} bytes, over the {} KiB limit", path, size, kMaxThresholdsFileBytes >> 10);
   std::ifstream in(path, std::ios::binary);
   if (!in) RLP_THROW_INPUT("cannot read thresholds file '{}'", path);
   std::ostringstream ss;

@@ -278,6 +278,9 @@ const TensorView& Checkpoint::tensor(const std::string& name) const {
 const std::map<std::string, TensorView>& Checkpoint::tensors() const { return impl_->tensors; }
 const std::string& Checkpoint::content_hash() const { return impl_->hash; }
 const std::vector<std::string>& Checkpoint::unused_tensors() const { return impl_->unused; }
+void Checkpoint::check_unchanged() const {
+  for (const auto& f : impl_->files) f->check_unchanged();
+}
 
 Checkpoint Checkpoint::open(const std::string& dir_in, const CheckpointOptions& options) {
   auto impl = std::make_unique<Impl>();

@@ -89,10 +89,11 @@ void EmulatedOps::residual_sum(const Mat& resid, const Mat& delta, Mat& out) con
   }
 }
 
-void EmulatedOps::gemm(const Mat& x, const PreparedLinear& lin, Mat& y, bool out_fp32) const {
+void EmulatedOps::gemm(const Mat& x, const PreparedLinear& lin, Mat& y, bool out_fp32, bool decode_step) const {
   const int n = static_cast<int>(x.rows());
-  // Kernel selection sees M = the decode batch during decode steps, the token count otherwise.
-  const int m_kernel = (style_.mode == SequenceMode::decode && n == 1) ? style_.batch : n;
+  // Kernel selection sees M = the engine's decode batch during decode steps (however many rows this
+  // call groups), the token count otherwise.
+  const int m_kernel = decode_step ? style_.batch : n;
   num::GemmConfig cfg = style_.gemm_config(m_kernel, lin.in);
   if (out_fp32 || !lin.bias.empty()) cfg.out = num::OutRound::fp32;
   y.resize(n, lin.out);
@@ -112,8 +113,8 @@ void EmulatedOps::gemm(const Mat& x, const PreparedLinear& lin, Mat& y, bool out
   }
 }
 
-void EmulatedOps::linear(const Mat& x, int layer, Proj p, Mat& y) const {
-  gemm(x, w_.layers[static_cast<std::size_t>(layer)][p], y, false);
+void EmulatedOps::linear(const Mat& x, int layer, Proj p, Mat& y, bool decode_step) const {
+  gemm(x, w_.layers[static_cast<std::size_t>(layer)][p], y, false, decode_step);
 }
 
 void EmulatedOps::head_norm(Mat& x, int layer, Proj which) const {
@@ -129,7 +130,7 @@ void EmulatedOps::head_norm(Mat& x, int layer, Proj which) const {
     }
 }
 
-void EmulatedOps::rope(Mat& q, Mat& k, int pos0) const {
+void EmulatedOps::rope(Mat& q, Mat& k, const int* positions) const {
   const int hd = spec_.head_dim, half = hd / 2;
   std::vector<float> cs(static_cast<std::size_t>(half)), sn(static_cast<std::size_t>(half));
   auto rotate = [&](Mat& m, int r) {
@@ -150,7 +151,7 @@ void EmulatedOps::rope(Mat& q, Mat& k, int pos0) const {
     }
   };
   for (int r = 0; r < q.rows(); ++r) {
-    const float pos = static_cast<float>(pos0 + r);
+    const float pos = static_cast<float>(positions[r]);
     for (int i = 0; i < half; ++i) {
       // freqs = pos * inv_freq in fp32 (HF/vLLM build the table this way), cos/sin of that float.
       const float angle = pos * inv_freq_[static_cast<std::size_t>(i)];
@@ -293,8 +294,8 @@ void EmulatedOps::silu_mul(const Mat& gate, const Mat& up, Mat& out) const {
   }
 }
 
-void EmulatedOps::logprobs(const Mat& xn, Mat& out) const {
-  gemm(xn, w_.lm_head, out, style_.logits_fp32);
+void EmulatedOps::logprobs(const Mat& xn, Mat& out, bool decode_step) const {
+  gemm(xn, w_.lm_head, out, style_.logits_fp32, decode_step);
   // log_softmax in fp32 per row: max, sequential sum of exp(x - max), log.
   parallel_for(static_cast<std::size_t>(out.rows()), 1, [&](std::size_t r0, std::size_t r1) {
     for (std::size_t r = r0; r < r1; ++r) {

@@ -58,7 +58,7 @@ void OracleOps::affine(const Mat& x, const OracleLinear& lin, Mat& y) const {
       for (int c = 0; c < lin.out; ++c) y(r, c) += lin.bias[static_cast<std::size_t>(c)];
 }
 
-void OracleOps::linear(const Mat& x, int layer, Proj p, Mat& y) const {
+void OracleOps::linear(const Mat& x, int layer, Proj p, Mat& y, bool /*decode_step*/) const {
   affine(x, w_.layers[static_cast<std::size_t>(layer)][p], y);
 }
 
@@ -75,7 +75,7 @@ void OracleOps::head_norm(Mat& x, int layer, Proj which) const {
     }
 }
 
-void OracleOps::rope(Mat& q, Mat& k, int pos0) const {
+void OracleOps::rope(Mat& q, Mat& k, const int* positions) const {
   const int hd = spec_.head_dim, half = hd / 2;
   auto rotate = [&](Mat& m, int r, const std::vector<double>& cs, const std::vector<double>& sn) {
     for (int h = 0; h < m.cols() / hd; ++h) {
@@ -90,7 +90,7 @@ void OracleOps::rope(Mat& q, Mat& k, int pos0) const {
   std::vector<double> cs(static_cast<std::size_t>(half)), sn(static_cast<std::size_t>(half));
   for (int r = 0; r < q.rows(); ++r) {
     for (int i = 0; i < half; ++i) {
-      const double angle = static_cast<double>(pos0 + r) * inv_freq_[static_cast<std::size_t>(i)];
+      const double angle = static_cast<double>(positions[r]) * inv_freq_[static_cast<std::size_t>(i)];
       cs[static_cast<std::size_t>(i)] = std::cos(angle);
       sn[static_cast<std::size_t>(i)] = std::sin(angle);
     }
@@ -144,7 +144,7 @@ void OracleOps::silu_mul(const Mat& gate, const Mat& up, Mat& out) const {
   }
 }
 
-void OracleOps::logprobs(const Mat& xn, Mat& out) const {
+void OracleOps::logprobs(const Mat& xn, Mat& out, bool /*decode_step*/) const {
   affine(xn, w_.lm_head, out);
   for (int r = 0; r < out.rows(); ++r) {
     double* row = out.row(r).data();

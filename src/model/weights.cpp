@@ -75,6 +75,7 @@ std::string weights_key(const PathStyle& s) {
 }
 
 PreparedWeights prepare_weights(const Checkpoint& ckpt, const PathStyle& style) {
+  ckpt.check_unchanged();  // a truncated mapping would fault on the reads below
   const ModelSpec& spec = ckpt.spec();
   PreparedWeights w;
   w.embed = act_values(ckpt.tensor("model.embed_tokens.weight"), style.act);
@@ -101,6 +102,7 @@ PreparedWeights prepare_weights(const Checkpoint& ckpt, const PathStyle& style) 
 }
 
 OracleWeights prepare_oracle_weights(const Checkpoint& ckpt) {
+  ckpt.check_unchanged();
   const ModelSpec& spec = ckpt.spec();
   auto linear = [&](const std::string& base, bool bias) {
     const TensorView& t = ckpt.tensor(base + ".weight");

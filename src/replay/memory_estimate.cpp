@@ -66,7 +66,7 @@ uint64_t path_bytes(const ModelSpec& s, uint64_t n, uint64_t r, uint64_t b) {
   e = sat_add(e, sat_mul(n, V));                                  // logits of every position
   e = sat_add(e, sat_mul(r, V));                                  // kept log-prob rows
   e = sat_add(e, sat_mul(L, sat_mul(r, H)));                      // per-layer hidden states
-  e = sat_add(e, sat_mul(2, sat_mul(n, std::max({H, I, q, V}))));  // GEMM temporaries
+  e = sat_add(e, sat_mul(n, std::max({H, I, q, V})));               // GEMM temporaries
   return sat_mul(e, b);
 }
 

@@ -32,38 +32,83 @@ struct PathOutput {
   std::vector<Mat> hidden;   // per layer [R x hidden]
 };
 
-// Runs one path over prompt (P tokens) + response (R tokens). Response token j is predicted by
-// the output at position P-1+j. Teacher-forced: one pass over positions [0, P+R-1). Decode: a
-// prefill over the prompt, then one call per response token but the last.
+// One sequence of a group: its tokens (prompt + response) and where the response starts.
+struct SeqTokens {
+  std::vector<int32_t> tokens;
+  int P = 0, R = 0;
+};
+
+// Runs one path over a group of sequences. Response token j of a sequence is predicted by the
+// output at position P-1+j. Teacher-forced: one pass per sequence over positions [0, P+R-1), the
+// sequences in parallel. Decode: a prefill per sequence, then decode steps that advance every
+// unfinished sequence by one token in one call (one weight pass per step for the whole group;
+// rows are computed exactly as single-sequence steps would be, so grouping does not change results).
 template <class Ops>
-PathOutput<typename Ops::Mat> run_path(const Ops& ops, SequenceMode mode, const std::vector<int32_t>& tokens, int P,
-                                       int R, bool want_hidden) {
+std::vector<PathOutput<typename Ops::Mat>> run_path_group(const Ops& ops, SequenceMode mode,
+                                                          const std::vector<SeqTokens>& seqs, bool want_hidden) {
   using Mat = typename Ops::Mat;
   const ModelSpec& spec = ops.spec();
-  PathOutput<Mat> out;
-  out.logprobs.resize(R, spec.vocab);
-  if (want_hidden) out.hidden.assign(static_cast<std::size_t>(spec.layers), Mat(R, spec.hidden));
-  auto cache = ops.new_cache(P + R);
-  Mat lp;
+  const std::size_t G = seqs.size();
+  std::vector<PathOutput<Mat>> out(G);
+  for (std::size_t i = 0; i < G; ++i) {
+    out[i].logprobs.resize(seqs[i].R, spec.vocab);
+    if (want_hidden) out[i].hidden.assign(static_cast<std::size_t>(spec.layers), Mat(seqs[i].R, spec.hidden));
+  }
   if (mode == SequenceMode::teacher_forced) {
-    const int n = P + R - 1;
-    LayerHook<Mat> hook;
-    if (want_hidden)
-      hook = [&](int layer, const Mat& h) { out.hidden[static_cast<std::size_t>(layer)] = h.bottomRows(R); };
-    forward(ops, cache, tokens.data(), n, 0, lp, hook);
-    out.logprobs = lp.bottomRows(R);
+    parallel_for(G, 1, [&](std::size_t b, std::size_t e) {
+      for (std::size_t i = b; i < e; ++i) {
+        const SeqTokens& s = seqs[i];
+        auto cache = ops.new_cache(s.P + s.R);
+        Mat lp;
+        LayerHook<Mat> hook;
+        if (want_hidden)
+          hook = [&](int layer, const Mat& h) { out[i].hidden[static_cast<std::size_t>(layer)] = h.bottomRows(s.R); };
+        forward(ops, cache, s.tokens.data(), s.P + s.R - 1, 0, lp, hook);
+        out[i].logprobs = lp.bottomRows(s.R);
+      }
+    });
     return out;
   }
-  int row = 0;
-  LayerHook<Mat> hook;
-  if (want_hidden)
-    hook = [&](int layer, const Mat& h) { out.hidden[static_cast<std::size_t>(layer)].row(row) = h.row(h.rows() - 1); };
-  forward(ops, cache, tokens.data(), P, 0, lp, hook);
-  out.logprobs.row(0) = lp.row(P - 1);
-  for (row = 1; row < R; ++row) {
-    const int pos = P + row - 1;
-    forward(ops, cache, tokens.data() + pos, 1, pos, lp, hook);
-    out.logprobs.row(row) = lp.row(0);
+  std::vector<typename Ops::Cache> caches;
+  caches.reserve(G);
+  int max_r = 0;
+  for (std::size_t i = 0; i < G; ++i) {
+    const SeqTokens& s = seqs[i];
+    caches.push_back(ops.new_cache(s.P + s.R));
+    Mat lp;
+    LayerHook<Mat> hook;
+    if (want_hidden)
+      hook = [&](int layer, const Mat& h) { out[i].hidden[static_cast<std::size_t>(layer)].row(0) = h.row(h.rows() - 1); };
+    forward(ops, caches[i], s.tokens.data(), s.P, 0, lp, hook);
+    out[i].logprobs.row(0) = lp.row(s.P - 1);
+    max_r = std::max(max_r, s.R);
+  }
+  std::vector<std::size_t> active;
+  std::vector<typename Ops::Cache*> cache_ptrs;
+  std::vector<int32_t> tokens;
+  std::vector<int> positions;
+  Mat lp;
+  for (int j = 1; j < max_r; ++j) {
+    active.clear();
+    cache_ptrs.clear();
+    tokens.clear();
+    positions.clear();
+    for (std::size_t i = 0; i < G; ++i) {
+      if (seqs[i].R <= j) continue;
+      const int pos = seqs[i].P + j - 1;
+      active.push_back(i);
+      cache_ptrs.push_back(&caches[i]);
+      tokens.push_back(seqs[i].tokens[static_cast<std::size_t>(pos)]);
+      positions.push_back(pos);
+    }
+    LayerHook<Mat> hook;
+    if (want_hidden)
+      hook = [&](int layer, const Mat& h) {
+        for (std::size_t a = 0; a < active.size(); ++a)
+          out[active[a]].hidden[static_cast<std::size_t>(layer)].row(j) = h.row(static_cast<Eigen::Index>(a));
+      };
+    forward_decode(ops, cache_ptrs, tokens.data(), positions.data(), lp, hook);
+    for (std::size_t a = 0; a < active.size(); ++a) out[active[a]].logprobs.row(j) = lp.row(static_cast<Eigen::Index>(a));
   }
   return out;
 }
@@ -111,7 +156,8 @@ std::vector<int32_t> sample_response(const EmulatedOps& ops, const std::vector<i
     response.push_back(t);
     tokens.push_back(t);
     if (t == spec.eos_token || step + 1 == max_new) break;
-    forward(ops, cache, &tokens.back(), 1, static_cast<int>(tokens.size()) - 1, lp);
+    const int pos = static_cast<int>(tokens.size()) - 1;
+    forward_decode(ops, {&cache}, &tokens.back(), &pos, lp);
   }
   return response;
 }
@@ -262,59 +308,77 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
   std::vector<double> layer_sums(S * NR * L * kNumLayerSums, 0.0);
   const int64_t total_tokens = static_cast<int64_t>(T * NR);
   int64_t done_tokens = 0;
-  std::mutex progress_mutex;
 
-  parallel_for(S, 1, [&](std::size_t b, std::size_t e) {
-    for (std::size_t i = b; i < e; ++i) {
-      const auto& in = inputs[i];
-      std::vector<int32_t> tokens = in.prompt;
-      tokens.insert(tokens.end(), in.response.begin(), in.response.end());
-      const int P = static_cast<int>(in.prompt.size()), R = static_cast<int>(in.response.size());
-      const auto off = static_cast<std::size_t>(resp_off[i]);
-      PathOutput<OracleOps::Mat> oracle;
-      if (opt.oracle) {
-        const OracleOps ops(spec, *oracle_w);
-        oracle = run_path(ops, SequenceMode::teacher_forced, tokens, P, R, true);
-        for (int j = 0; j < R; ++j) logp_oracle[off + static_cast<std::size_t>(j)] = oracle.logprobs(j, in.response[static_cast<std::size_t>(j)]);
-      }
-      for (std::size_t ri = 0; ri < NR; ++ri) {
-        check_interrupted();
-        const Recipe& rc = recipes[ri];
-        const EmulatedOps gen_ops(spec, weights_for(rc.gen), rc.gen, &kv_scales);
-        const EmulatedOps train_ops(spec, weights_for(rc.train), rc.train, &kv_scales);
-        const auto g = run_path(gen_ops, rc.gen.mode, tokens, P, R, true);
-        const auto t = run_path(train_ops, rc.train.mode, tokens, P, R, true);
-        auto& m = tok[ri];
-        for (int j = 0; j < R; ++j) {
-          const std::size_t at = off + static_cast<std::size_t>(j);
-          const int32_t token = in.response[static_cast<std::size_t>(j)];
-          const FullVocabStats fv = full_vocab_stats(g.logprobs.row(j).data(), t.logprobs.row(j).data(), spec.vocab);
-          m["logp_gen"][at] = g.logprobs(j, token);
-          m["logp_train"][at] = t.logprobs(j, token);
-          m["kl_gen_train"][at] = fv.kl_gen_train;
-          m["kl_train_gen"][at] = fv.kl_train_gen;
-          m["top1_agree"][at] = fv.top1_agree ? 1.0 : 0.0;
-          m["entropy_gen"][at] = fv.entropy_gen;
-          m["js"][at] = fv.js;
-        }
-        for (std::size_t l = 0; l < L; ++l) {
-          double* s = &layer_sums[((i * NR + ri) * L + l) * kNumLayerSums];
-          s[kGT] = sq_diff(g.hidden[l], t.hidden[l]);
-          s[kT] = sq_norm(t.hidden[l]);
-          if (opt.oracle) {
-            s[kGO] = sq_diff(g.hidden[l], oracle.hidden[l]);
-            s[kTO] = sq_diff(t.hidden[l], oracle.hidden[l]);
-            s[kO] = sq_norm(oracle.hidden[l]);
+  // Groups of sequences bound memory (each path holds R x vocab log-prob rows per sequence of the
+  // group) while decode steps of a group share one pass over the weights.
+  constexpr std::size_t kGroup = 8;
+  std::vector<std::unique_ptr<EmulatedOps>> gen_ops, train_ops;
+  for (const auto& rc : recipes) {
+    gen_ops.push_back(std::make_unique<EmulatedOps>(spec, weights_for(rc.gen), rc.gen, &kv_scales));
+    train_ops.push_back(std::make_unique<EmulatedOps>(spec, weights_for(rc.train), rc.train, &kv_scales));
+  }
+  for (std::size_t g0 = 0; g0 < S; g0 += kGroup) {
+    const std::size_t g1 = std::min(S, g0 + kGroup);
+    std::vector<SeqTokens> group(g1 - g0);
+    for (std::size_t i = g0; i < g1; ++i) {
+      SeqTokens& st = group[i - g0];
+      st.tokens = inputs[i].prompt;
+      st.tokens.insert(st.tokens.end(), inputs[i].response.begin(), inputs[i].response.end());
+      st.P = static_cast<int>(inputs[i].prompt.size());
+      st.R = static_cast<int>(inputs[i].response.size());
+    }
+    check_interrupted();
+    std::vector<PathOutput<OracleOps::Mat>> oracle;
+    if (opt.oracle) {
+      const OracleOps ops(spec, *oracle_w);
+      oracle = run_path_group(ops, SequenceMode::teacher_forced, group, true);
+      for (std::size_t i = g0; i < g1; ++i)
+        for (int j = 0; j < group[i - g0].R; ++j)
+          logp_oracle[static_cast<std::size_t>(resp_off[i] + j)] =
+              oracle[i - g0].logprobs(j, inputs[i].response[static_cast<std::size_t>(j)]);
+    }
+    for (std::size_t ri = 0; ri < NR; ++ri) {
+      check_interrupted();
+      const Recipe& rc = recipes[ri];
+      const auto gen = run_path_group(*gen_ops[ri], rc.gen.mode, group, true);
+      const auto train = run_path_group(*train_ops[ri], rc.train.mode, group, true);
+      auto& m = tok[ri];
+      parallel_for(g1 - g0, 1, [&](std::size_t b, std::size_t e) {
+        for (std::size_t gi = b; gi < e; ++gi) {
+          const std::size_t i = g0 + gi;
+          const auto& g = gen[gi];
+          const auto& t = train[gi];
+          const auto off = static_cast<std::size_t>(resp_off[i]);
+          for (int j = 0; j < group[gi].R; ++j) {
+            const std::size_t at = off + static_cast<std::size_t>(j);
+            const int32_t token = inputs[i].response[static_cast<std::size_t>(j)];
+            const FullVocabStats fv = full_vocab_stats(g.logprobs.row(j).data(), t.logprobs.row(j).data(), spec.vocab);
+            m.at("logp_gen")[at] = g.logprobs(j, token);
+            m.at("logp_train")[at] = t.logprobs(j, token);
+            m.at("kl_gen_train")[at] = fv.kl_gen_train;
+            m.at("kl_train_gen")[at] = fv.kl_train_gen;
+            m.at("top1_agree")[at] = fv.top1_agree ? 1.0 : 0.0;
+            m.at("entropy_gen")[at] = fv.entropy_gen;
+            m.at("js")[at] = fv.js;
+          }
+          for (std::size_t l = 0; l < L; ++l) {
+            double* sums = &layer_sums[((i * NR + ri) * L + l) * kNumLayerSums];
+            sums[kGT] = sq_diff(g.hidden[l], t.hidden[l]);
+            sums[kT] = sq_norm(t.hidden[l]);
+            if (opt.oracle) {
+              sums[kGO] = sq_diff(g.hidden[l], oracle[gi].hidden[l]);
+              sums[kTO] = sq_diff(t.hidden[l], oracle[gi].hidden[l]);
+              sums[kO] = sq_norm(oracle[gi].hidden[l]);
+            }
           }
         }
-        if (progress) {
-          std::lock_guard<std::mutex> lock(progress_mutex);
-          done_tokens += R;
-          progress(done_tokens, total_tokens);
-        }
+      });
+      if (progress) {
+        done_tokens += resp_off[g1] - resp_off[g0];
+        progress(done_tokens, total_tokens);
       }
     }
-  });
+  }
 
   // 5. Per recipe: layer divergences (sums reduced in sequence order), statistics, settings.
   for (std::size_t ri = 0; ri < NR; ++ri) {

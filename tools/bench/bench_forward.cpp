@@ -110,22 +110,22 @@ class TimedOps {
   void embed(const int32_t* t, int n, Mat& h) const { ops_.embed(t, n, h); }
   void add_norm(Mat& r, const Mat* d, int l, rlp::NormSlot s, Mat& out) const { ops_.add_norm(r, d, l, s, out); }
   void residual_sum(const Mat& r, const Mat& d, Mat& out) const { ops_.residual_sum(r, d, out); }
-  void linear(const Mat& x, int l, rlp::Proj p, Mat& y) const {
+  void linear(const Mat& x, int l, rlp::Proj p, Mat& y, bool decode_step = false) const {
     const auto t0 = Clock::now();
-    ops_.linear(x, l, p, y);
+    ops_.linear(x, l, p, y, decode_step);
     linear_s += seconds_since(t0);
   }
   void head_norm(Mat& x, int l, rlp::Proj w) const { ops_.head_norm(x, l, w); }
-  void rope(Mat& q, Mat& k, int pos0) const { ops_.rope(q, k, pos0); }
+  void rope(Mat& q, Mat& k, const int* positions) const { ops_.rope(q, k, positions); }
   void attention(int l, const Mat& q, const Mat& k, const Mat& v, int pos0, Cache& c, Mat& out) const {
     const auto t0 = Clock::now();
     ops_.attention(l, q, k, v, pos0, c, out);
     attention_s += seconds_since(t0);
   }
   void silu_mul(const Mat& g, const Mat& u, Mat& out) const { ops_.silu_mul(g, u, out); }
-  void logprobs(const Mat& xn, Mat& out) const {
+  void logprobs(const Mat& xn, Mat& out, bool decode_step = false) const {
     const auto t0 = Clock::now();
-    ops_.logprobs(xn, out);
+    ops_.logprobs(xn, out, decode_step);
     lm_head_s += seconds_since(t0);
   }
   mutable double linear_s = 0, attention_s = 0, lm_head_s = 0;

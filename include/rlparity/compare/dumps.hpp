@@ -24,6 +24,9 @@ struct DumpSequence {
   std::string where;                                 // "file:line" it came from
 };
 
+// Longest accepted line of a dump file (an InputError names the file and line beyond it).
+inline constexpr std::size_t kMaxDumpLineBytes = std::size_t{64} << 20;  // 64 MiB
+
 // One JSONL file, each line {"id", "prompt", "response", "gen_logprobs", "train_logprobs"}.
 // "id": string or integer; "prompt": array of token ids (may be empty or absent);
 // "response": non-empty array of token ids; both logprob arrays as long as "response". Other keys

@@ -48,6 +48,7 @@ std::string nearest_name(const std::string& name, const std::vector<std::string>
 // the nearest valid name, unknown key, non-numeric bound, min > max, negative tolerance) is an
 // rlp::InputError.
 Thresholds parse_thresholds(const std::string& toml_text, const std::string& source);
+inline constexpr unsigned long long kMaxThresholdsFileBytes = 1ull << 20;  // 1 MiB: larger is refused
 Thresholds load_thresholds_file(const std::string& path);
 
 // Named presets, found in fixtures_dir() + "/gate/<name>.toml".

@@ -3,9 +3,11 @@
 // weights are never copied whole, so an 8B checkpoint opens without 2x its size in RAM.
 //
 // Sizes are checked when a file is opened (every tensor's byte range lies inside the file) and
-// re-checked (size and mtime) just before the validation pass reads the bytes. A file truncated or
-// rewritten while a Checkpoint has it mapped is NOT supported: reading a page past a truncated end
-// raises SIGBUS. Do not modify checkpoint files while rlparity runs on them.
+// re-checked (size and mtime) just before the validation pass reads the bytes and again before
+// weights are prepared (check_unchanged: InputError). A file truncated or rewritten after such a
+// check while a Checkpoint has it mapped is NOT supported: reading a page past a truncated end raises
+// SIGBUS, which the CLI turns into a one-line error and exit status 1 (install_sigbus_handler). Do
+// not modify checkpoint files while rlparity runs on them (docs/robustness.md).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -58,6 +60,8 @@ class Checkpoint {
   const std::string& content_hash() const;
   // Tensors present in the files that the architecture does not use (listed, never silently ignored).
   const std::vector<std::string>& unused_tensors() const;
+  // InputError if any file's size or mtime changed since open (called before tensor bytes are read).
+  void check_unchanged() const;
 
   Checkpoint(Checkpoint&&) noexcept;
   Checkpoint& operator=(Checkpoint&&) noexcept;

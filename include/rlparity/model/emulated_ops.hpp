@@ -39,12 +39,13 @@ class EmulatedOps {
   // with slot final is the model's last norm).
   void add_norm(Mat& resid, const Mat* delta, int layer, NormSlot slot, Mat& out) const;
   void residual_sum(const Mat& resid, const Mat& delta, Mat& out) const;
-  void linear(const Mat& x, int layer, Proj p, Mat& y) const;
+  // decode_step: the rows are one decode step (kernel selection sees the decode batch as M).
+  void linear(const Mat& x, int layer, Proj p, Mat& y, bool decode_step = false) const;
   void head_norm(Mat& x, int layer, Proj which) const;
-  void rope(Mat& q, Mat& k, int pos0) const;
+  void rope(Mat& q, Mat& k, const int* positions) const;  // positions[r] of row r
   void attention(int layer, const Mat& q, const Mat& k, const Mat& v, int pos0, Cache& cache, Mat& out) const;
   void silu_mul(const Mat& gate, const Mat& up, Mat& out) const;
-  void logprobs(const Mat& xn, Mat& out) const;
+  void logprobs(const Mat& xn, Mat& out, bool decode_step = false) const;
 
   // Used by calibration: the amax observers see q/k/v after RoPE of each call.
   struct QkvObserver {
@@ -55,7 +56,7 @@ class EmulatedOps {
 
  private:
   float round_act(float x) const;
-  void gemm(const Mat& x, const PreparedLinear& lin, Mat& y, bool out_fp32) const;
+  void gemm(const Mat& x, const PreparedLinear& lin, Mat& y, bool out_fp32, bool decode_step) const;
   void rms_norm_row(const float* z_for_var, const float* z, const float* w, int n, float* out) const;
 
   const ModelSpec& spec_;

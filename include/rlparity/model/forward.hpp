@@ -9,19 +9,23 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "rlparity/model/model_spec.hpp"
 #include "rlparity/model/weights.hpp"
 
 namespace rlp {
 
-// Called after each decoder layer with the residual stream (rows = the positions of this call).
+// Called after each decoder layer with the residual stream (rows = the rows of this call).
 template <class Mat>
 using LayerHook = std::function<void(int layer, const Mat& hidden)>;
 
-template <class Ops>
-void forward(const Ops& ops, typename Ops::Cache& cache, const int32_t* tokens, int n, int pos0,
-             typename Ops::Mat& logprobs, const LayerHook<typename Ops::Mat>& hook = {}) {
+// The layer stack over `n` rows at the given positions. `attend(layer, q, k, v, out)` writes the
+// rows' keys/values to their caches and attends; it is the only part that knows which sequence a
+// row belongs to.
+template <class Ops, class Attend>
+void forward_rows(const Ops& ops, const int32_t* tokens, int n, const int* positions, bool decode_step,
+                  const Attend& attend, typename Ops::Mat& logprobs, const LayerHook<typename Ops::Mat>& hook) {
   using Mat = typename Ops::Mat;
   const ModelSpec& spec = ops.spec();
   Mat h, xn, q, k, v, attn, o, gate, up, act, down, observed;
@@ -29,21 +33,21 @@ void forward(const Ops& ops, typename Ops::Cache& cache, const int32_t* tokens, 
   const Mat* pending = nullptr;  // the MLP output, added to the residual by the next norm (fused in vLLM)
   for (int l = 0; l < spec.layers; ++l) {
     ops.add_norm(h, pending, l, NormSlot::input, xn);
-    ops.linear(xn, l, Proj::q, q);
-    ops.linear(xn, l, Proj::k, k);
-    ops.linear(xn, l, Proj::v, v);
+    ops.linear(xn, l, Proj::q, q, decode_step);
+    ops.linear(xn, l, Proj::k, k, decode_step);
+    ops.linear(xn, l, Proj::v, v, decode_step);
     if (spec.qk_norm) {
       ops.head_norm(q, l, Proj::q);
       ops.head_norm(k, l, Proj::k);
     }
-    ops.rope(q, k, pos0);
-    ops.attention(l, q, k, v, pos0, cache, attn);
-    ops.linear(attn, l, Proj::o, o);
+    ops.rope(q, k, positions);
+    attend(l, q, k, v, attn);
+    ops.linear(attn, l, Proj::o, o, decode_step);
     ops.add_norm(h, &o, l, NormSlot::post, xn);
-    ops.linear(xn, l, Proj::gate, gate);
-    ops.linear(xn, l, Proj::up, up);
+    ops.linear(xn, l, Proj::gate, gate, decode_step);
+    ops.linear(xn, l, Proj::up, up, decode_step);
     ops.silu_mul(gate, up, act);
-    ops.linear(act, l, Proj::down, down);
+    ops.linear(act, l, Proj::down, down, decode_step);
     pending = &down;
     if (hook) {
       ops.residual_sum(h, down, observed);
@@ -51,8 +55,44 @@ void forward(const Ops& ops, typename Ops::Cache& cache, const int32_t* tokens, 
     }
   }
   ops.add_norm(h, pending, spec.layers, NormSlot::final, xn);
-  ops.logprobs(xn, logprobs);
+  ops.logprobs(xn, logprobs, decode_step);
+}
+
+// Positions [pos0, pos0 + n) of one sequence whose earlier positions are in `cache`.
+template <class Ops>
+void forward(const Ops& ops, typename Ops::Cache& cache, const int32_t* tokens, int n, int pos0,
+             typename Ops::Mat& logprobs, const LayerHook<typename Ops::Mat>& hook = {}) {
+  using Mat = typename Ops::Mat;
+  std::vector<int> positions(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) positions[static_cast<std::size_t>(i)] = pos0 + i;
+  auto attend = [&](int l, const Mat& q, const Mat& k, const Mat& v, Mat& out) {
+    ops.attention(l, q, k, v, pos0, cache, out);
+  };
+  forward_rows(ops, tokens, n, positions.data(), false, attend, logprobs, hook);
   cache.length = pos0 + n;
+}
+
+// One decode step for several sequences at once: row r is token tokens[r] of the sequence whose
+// cache is caches[r], at position positions[r]. Rows are computed exactly as one-row calls would be
+// (kernel selection never sees how rows were grouped), so grouping changes speed, not results.
+template <class Ops>
+void forward_decode(const Ops& ops, const std::vector<typename Ops::Cache*>& caches, const int32_t* tokens,
+                    const int* positions, typename Ops::Mat& logprobs, const LayerHook<typename Ops::Mat>& hook = {}) {
+  using Mat = typename Ops::Mat;
+  const int n = static_cast<int>(caches.size());
+  auto attend = [&](int l, const Mat& q, const Mat& k, const Mat& v, Mat& out) {
+    out.resize(n, ops.spec().heads * ops.spec().head_dim);
+    Mat qr, kr, vr, orow;
+    for (int r = 0; r < n; ++r) {
+      qr = q.row(r);
+      kr = k.row(r);
+      vr = v.row(r);
+      ops.attention(l, qr, kr, vr, positions[r], *caches[static_cast<std::size_t>(r)], orow);
+      out.row(r) = orow.row(0);
+    }
+  };
+  forward_rows(ops, tokens, n, positions, true, attend, logprobs, hook);
+  for (int r = 0; r < n; ++r) caches[static_cast<std::size_t>(r)]->length = positions[r] + 1;
 }
 
 }  // namespace rlp

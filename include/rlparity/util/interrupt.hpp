@@ -10,4 +10,10 @@ bool interrupted();
 // Throws rlp::Error("interrupted by signal N") once a handled signal has arrived.
 void check_interrupted();
 
+// SIGBUS means a memory-mapped checkpoint file shrank under us (truncated or rewritten while open;
+// checkpoints are re-stat'ed before their bytes are read, but a change after that check faults).
+// The handler writes one clear error line to stderr and exits with status 1 (async-signal-safe:
+// write + _exit). Installed by the CLI's main for every subcommand.
+void install_sigbus_handler();
+
 }  // namespace rlp
