@@ -40,12 +40,14 @@ mkdir -p "$build/logs" "$build/hdf5-internal"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 
-# Innermost frame of the first stack in a sanitizer report that is ours or HDF5's: prints "hdf5",
-# "ours" or "unknown".
+# Innermost frame of the first stack in a report (crash, leak allocation, or the stack libFuzzer
+# prints on a timeout) that is HDF5's or ours: prints "hdf5", "ours" or "unknown". Frames of the
+# sanitizer runtime, libFuzzer, libc and libstdc++ are skipped; ours are frames with a source
+# location in src/, include/ or tests/fuzz/.
 classify() {
   awk '/^ *#[0-9]+ 0x/ {
          if ($0 ~ /libhdf5/) { print "hdf5"; found=1; exit }
-         if ($0 ~ /\/(src|tests\/fuzz|include)\//) { print "ours"; found=1; exit }
+         if ($0 ~ /\/(src|include|tests\/fuzz)\/[^ ]*\.(cpp|hpp):[0-9]/) { print "ours"; found=1; exit }
        }
        END { if (!found) print "unknown" }' "$1"
 }
@@ -76,6 +78,7 @@ run_target() {
     opts+=(-max_len=65536 -fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1)
   fi
   local rc=0
+  if [[ $t == fuzz_run_file ]]; then export LSAN_OPTIONS="suppressions=$root/tests/fuzz/lsan-hdf5.supp"; fi
   "$bin" "${opts[@]}" "$corpus" "${seeds[@]}" >"$log" 2>&1 || rc=$?
   echo "$rc" >"$build/logs/$t.rc"
 }
@@ -102,8 +105,8 @@ for t in "${targets[@]}"; do
   shopt -u nullglob
   if [[ $t == fuzz_run_file ]]; then
     for a in "${arts[@]}"; do
-      [[ $(basename "$a") == crash-* || $(basename "$a") == leak-* ]] || continue
-      "$build/tests/fuzz/$t" -runs=1 "$a" >"$a.log" 2>&1 && continue
+      [[ $a == *.log ]] && continue
+      "$build/tests/fuzz/$t" -runs=1 -timeout=10 -rss_limit_mb=2048 "$a" >"$a.log" 2>&1 && continue
       case $(classify "$a.log") in
         hdf5) cp "$a" "$a.log" "$build/hdf5-internal/"; result="ok (HDF5-internal finding kept)" ;;
         *) result="CRASH ($a)"; status=1 ;;

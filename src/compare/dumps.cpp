@@ -9,6 +9,7 @@
 #include <map>
 
 #include "rlparity/util/error.hpp"
+#include "rlparity/util/json_depth.hpp"
 #include "rlparity/util/version.hpp"
 
 namespace rlp::compare {
@@ -28,16 +29,29 @@ struct Line {
 // std::getline, but refusing a line longer than kMaxDumpLineBytes before buffering more of it.
 bool getline_capped(std::istream& in, std::string& text, const std::string& path, int lineno) {
   text.clear();
-  std::streambuf* sb = in.rdbuf();
+  char buf[1 << 16];
   bool any = false;
-  for (int c = sb->sbumpc(); c != std::char_traits<char>::eof(); c = sb->sbumpc()) {
-    any = true;
-    if (c == '\n') return true;
-    text.push_back(static_cast<char>(c));
+  for (;;) {
+    in.getline(buf, sizeof buf);
+    const auto got = static_cast<std::size_t>(in.gcount());
+    if (in.bad()) return false;
+    bool done = true;
+    if (in.eof()) {  // last line without '\n' (or nothing left)
+      text.append(buf, got);
+      any = any || got > 0;
+    } else if (in.fail()) {  // buffer full, the line goes on
+      in.clear();
+      text.append(buf, got);
+      any = true;
+      done = false;
+    } else {  // got counts the extracted '\n'
+      text.append(buf, got - 1);
+      any = true;
+    }
     if (text.size() > kMaxDumpLineBytes)
       RLP_THROW_INPUT("{}:{}: line is longer than {} MiB", path, lineno, kMaxDumpLineBytes >> 20);
+    if (done) return any;
   }
-  return any;
 }
 
 // Reads a JSONL file: one object per non-blank line.
@@ -56,6 +70,7 @@ std::vector<Line> read_jsonl(const std::string& path) {
     if (text.find_first_not_of(" \t") == std::string::npos) continue;
     Line l;
     l.where = path + ":" + std::to_string(lineno);
+    check_json_depth(text, l.where);
     try {
       l.value = json::parse(text);
     } catch (const json::exception& e) {

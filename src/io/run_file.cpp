@@ -11,6 +11,7 @@
 #include "io/h5_util.hpp"
 #include "rlparity/io/run_data.hpp"
 #include "rlparity/util/error.hpp"
+#include "rlparity/util/json_depth.hpp"
 
 namespace rlp {
 
@@ -177,6 +178,8 @@ std::map<std::string, std::vector<double>> read_metric_group(hid_t parent, const
 
 nlohmann::json parse_json_attr(hid_t obj, const std::string& name, const std::string& what) {
   const std::string s = h5::read_attr_string(obj, name, what);
+  if (json_nesting_depth(s) > kMaxJsonDepth)
+    throw H5Failure("attribute " + what + " is JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
   try {
     return nlohmann::json::parse(s);
   } catch (const nlohmann::json::exception& e) {

@@ -21,6 +21,7 @@
 #include "model/safetensors.hpp"
 #include "rlparity/numerics/formats.hpp"
 #include "rlparity/util/error.hpp"
+#include "rlparity/util/json_depth.hpp"
 #include "rlparity/util/parallel.hpp"
 
 namespace rlp {
@@ -206,6 +207,7 @@ std::string read_text_file(const fs::path& p, uint64_t cap, const char* what) {
 }
 
 nlohmann::json parse_json_file(const std::string& text, const fs::path& p) {
+  check_json_depth(text, p.string());
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "rlparity/util/error.hpp"
+#include "rlparity/util/json_depth.hpp"
 
 namespace rlp::detail {
 namespace {
@@ -88,6 +89,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   std::string text(n, '\0');
   read_exact(f.fd, text.data(), n, 8, path);
 
+  check_json_depth(text, path + ": safetensors header");
   // Parse, refusing duplicate top-level keys (nlohmann would silently keep the last one).
   std::set<std::string> seen;
   std::string duplicate;

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "rlparity/util/error.hpp"
+#include "rlparity/util/json_depth.hpp"
 
 namespace rlp {
 
@@ -67,6 +68,8 @@ std::vector<int32_t> token_array(const json& v, const char* key, int vocab, cons
 }
 
 InputSequence parse_line(const std::string& text, int vocab, int max_context, const LineCtx& ctx) {
+  if (json_nesting_depth(text) > kMaxJsonDepth)
+    RLP_INPUT_FAIL(ctx, "JSON is nested deeper than {} levels", kMaxJsonDepth);
   json j;
   try {
     j = json::parse(text);

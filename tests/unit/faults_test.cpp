@@ -173,7 +173,7 @@ TEST_F(Faults, ReadOnlyCheckpointDirectoryWorks) {
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(fs::exists(out_dir / "run.h5"));
   EXPECT_EQ(entries(ck), before) << "nothing may be created in the checkpoint directory";
-  const Result insp = run_cli({"inspect", ck.string()}, setup);
+  const Result insp = run_cli({"inspect", "--checkpoint", ck.string()}, setup);
   EXPECT_EQ(insp.code, 0) << insp.output;
 }
 
