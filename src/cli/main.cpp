@@ -2,6 +2,9 @@
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "cli/commands.hpp"
 #include "rlparity/util/error.hpp"
 #include "rlparity/util/interrupt.hpp"
@@ -23,7 +26,12 @@ int main(int argc, char** argv) {
     return registry.run_selected();
   } catch (const rlp::Error& e) {
     fmt::print(stderr, "rlparity: error: {}\n", e.what());
-    return registry.error_exit_code();
+    // Exit without running atexit handlers: after a failed write (disk full), HDF5's own atexit
+    // cleanup retries the flush of the file we already abandoned and can crash. Everything of
+    // ours (temporary files) has been cleaned up by the error path before this point.
+    std::fflush(stdout);
+    std::fflush(stderr);
+    std::_Exit(registry.error_exit_code());
   } catch (const std::exception& e) {
     fmt::print(stderr, "rlparity: internal error: {}\n", e.what());
     return 3;
