@@ -210,7 +210,7 @@ nlohmann::json parse_json_file(const std::string& text, const fs::path& p) {
   check_json_depth(text, p.string());
   try {
     return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for numbers like 1e400
     RLP_THROW_INPUT("{}: invalid JSON: {}", p.string(), e.what());
   }
 }

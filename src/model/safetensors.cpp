@@ -102,7 +102,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
       }
       return true;
     });
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers like 1e400
     RLP_THROW_INPUT("{}: the safetensors header is not valid JSON: {}", path, e.what());
   }
   if (!duplicate.empty()) RLP_THROW_INPUT("{}: tensor '{}' appears twice in the header", path, duplicate);

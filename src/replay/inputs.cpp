@@ -73,7 +73,7 @@ InputSequence parse_line(const std::string& text, int vocab, int max_context, co
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers like 1e400
     RLP_INPUT_FAIL(ctx, "malformed JSON: {}", e.what());
   }
   if (!j.is_object()) RLP_INPUT_FAIL(ctx, "expected a JSON object, got {}", j.type_name());
