@@ -8,6 +8,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "rlparity/util/error.hpp"
+
 namespace rlp::h5 {
 
 namespace {
@@ -256,6 +258,18 @@ std::size_t dataset_length(hid_t dset, const std::string& what) {
   if (rank != 1) throw H5Failure(what + " is not one-dimensional (rank " + std::to_string(rank) + ")");
   hsize_t dims[1] = {0};
   check(H5Sget_simple_extent_dims(space.get(), dims, nullptr), "shape of " + what);
+  // A damaged or hostile file can declare any length; refuse one its bytes cannot hold before
+  // allocating for it. Deflate expands at most ~1032:1, so a real dataset's elements never need
+  // more than 1100x the file's size (plus slack for fill-valued tiny datasets).
+  Id file = make_id(H5Iget_file_id(dset), H5Fclose, "file of " + what);
+  Id ftype = make_id(H5Dget_type(dset), H5Tclose, "type of " + what);
+  hsize_t file_bytes = 0;
+  check_status(H5Fget_filesize(file.get(), &file_bytes), "size of the file holding " + what);
+  const double elem = static_cast<double>(std::max<std::size_t>(H5Tget_size(ftype.get()), 1));
+  const double limit = 1100.0 * static_cast<double>(file_bytes) + 1048576.0;
+  if (static_cast<double>(dims[0]) * elem > limit)
+    throw H5Failure(what + " declares " + std::to_string(dims[0]) + " elements, more than the file's " +
+                    std::to_string(file_bytes) + " bytes can hold (damaged file?)");
   return static_cast<std::size_t>(dims[0]);
 }
 
@@ -355,6 +369,31 @@ void write_file_atomic(const std::string& path, const std::function<void(hid_t f
   try {
     fsync_path(p.has_parent_path() ? p.parent_path().string() : std::string("."), true);  // durability of the rename
   } catch (const H5Failure&) {
+  }
+}
+
+void read_file(const std::string& path, const std::string& what, const std::function<void(hid_t file)>& read) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) RLP_THROW_INPUT("cannot read {} '{}': no such file", what, path);
+  if (fs::is_directory(path, ec)) RLP_THROW_INPUT("cannot read {} '{}': it is a directory", what, path);
+  if (::access(path.c_str(), R_OK) != 0) RLP_THROW_INPUT("cannot read {} '{}': {}", what, path, std::strerror(errno));
+  std::lock_guard<std::mutex> lock(h5_mutex());
+  silence_errors();
+  const htri_t is_h5 = H5Fis_hdf5(path.c_str());
+  if (is_h5 <= 0) {
+    H5Eclear2(H5E_DEFAULT);
+    RLP_THROW_INPUT("cannot read {} '{}': not an HDF5 file", what, path);
+  }
+  try {
+    Id fapl = make_id(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "create file access property list");
+    check_status(H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG), "set file close degree");
+    Id file = make_id(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose, "open file");
+    read(file.get());
+    file.close("close file");
+  } catch (const std::exception& e) {
+    H5Eclear2(H5E_DEFAULT);
+    RLP_THROW_INPUT("{} '{}': {}", what, path, e.what());
   }
 }
 
