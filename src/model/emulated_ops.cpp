@@ -177,6 +177,28 @@ struct PartitionState {
   std::vector<float> acc;
 };
 
+// s[j - b0] = q . K[j][col0 .. col0+hd) for keys b0..b1, each dot a sequential fp32 fma chain over
+// d (the order the paths model). Eight keys' chains are interleaved so the core is not bound by
+// one chain's fma latency; each chain's own order, and so its result, is unchanged.
+void key_dots(const float* q, const EmulatedOps::Mat& K, int col0, int hd, int b0, int b1, float* s) {
+  constexpr int kLanes = 8;
+  int j = b0;
+  for (; j + kLanes - 1 <= b1; j += kLanes) {
+    const float* kr[kLanes];
+    for (int i = 0; i < kLanes; ++i) kr[i] = K.row(j + i).data() + col0;
+    float acc[kLanes] = {};
+    for (int d = 0; d < hd; ++d)
+      for (int i = 0; i < kLanes; ++i) acc[i] = std::fma(q[d], kr[i][d], acc[i]);
+    for (int i = 0; i < kLanes; ++i) s[j - b0 + i] = acc[i];
+  }
+  for (; j <= b1; ++j) {
+    const float* kr = K.row(j).data() + col0;
+    float dot = 0.0f;
+    for (int d = 0; d < hd; ++d) dot = std::fma(q[d], kr[d], dot);
+    s[j - b0] = dot;
+  }
+}
+
 }  // namespace
 
 // FlashAttention-style attention for the rows of this call against every cached position <= its
@@ -233,14 +255,9 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
         st.acc.assign(static_cast<std::size_t>(hd), 0.0f);
         for (int b0 = p0; b0 <= p1; b0 += block) {
           const int b1 = std::min(b0 + block - 1, p1);
+          key_dots(qrow.data(), K, g * hd, hd, b0, b1, s.data());
           float m_new = st.m;
-          for (int j = b0; j <= b1; ++j) {
-            float dot = 0.0f;
-            const float* kr = K.row(j).data() + g * hd;
-            for (int d = 0; d < hd; ++d) dot = std::fma(qrow[static_cast<std::size_t>(d)], kr[d], dot);
-            s[static_cast<std::size_t>(j - b0)] = dot;
-            m_new = std::max(m_new, dot);
-          }
+          for (int j = b0; j <= b1; ++j) m_new = std::max(m_new, s[static_cast<std::size_t>(j - b0)]);
           const float m_scaled = m_new * c_log2;
           const float alpha = std::exp2(st.m * c_log2 - m_scaled);  // 0 on the first block
           st.l *= alpha;

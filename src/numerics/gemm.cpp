@@ -156,24 +156,14 @@ void check_cfg(const GemmConfig& cfg) {
   RLP_CHECK(cfg.k_chunk >= 0, "GemmConfig.k_chunk must be >= 0, got {}", cfg.k_chunk);
 }
 
-}  // namespace
-
-// ---- bf16/fp16 operands, fp32 accumulation ------------------------------------------------------
-void gemm_f32acc(const float* X, const float* W, float* Y, int M, int N, int K, const GemmConfig& cfg) {
-  check_cfg(cfg);
-  RLP_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm_f32acc: negative shape M={} N={} K={}", M, N, K);
-  if (M == 0 || N == 0) return;
-
-  // The K segments every tile walks through, each at most KC long, with the events at its end.
-  struct Seg {
-    int k0, k1;
-    bool chunk_start, chunk_end, first_chunk, range_end;
-    int range;
-  };
-  if (K == 0) {
-    for (size_t i = 0; i < static_cast<size_t>(M) * static_cast<size_t>(N); ++i) Y[i] = 0.0f;
-    return;
-  }
+// The K segments of gemm_f32acc that every output walks through, each at most KC long, with the
+// events at its end: split-K ranges of near-equal length, each cut into k_chunk chunks.
+struct Seg {
+  int k0, k1;
+  bool chunk_start, chunk_end, first_chunk, range_end;
+  int range;
+};
+std::vector<Seg> k_segments(int K, const GemmConfig& cfg) {
   std::vector<Seg> segs;
   const int S = std::min(cfg.split_k, K);  // every range non-empty
   for (int r = 0; r < S; ++r) {
@@ -188,8 +178,188 @@ void gemm_f32acc(const float* X, const float* W, float* Y, int M, int N, int K, 
     }
     segs.back().range_end = true;
   }
+  return segs;
+}
+
+// ---- small M (decode steps): no packing ---------------------------------------------------------
+// With a handful of rows, packing W's panels moves more memory than the product itself. Here the
+// rows of X are transposed once into 8 lanes (k-major, zero-padded) and eight columns at a time
+// run their 8 row-chains each as one 8-lane vector: lane m of column j's accumulator steps
+// c = fma(x[m][k], w[j][k], c) in the same k order and with the same chunk/range events as the
+// packed kernel, so results are bit-identical to it; only the memory traffic differs.
+constexpr int kSmallM = 8;
+constexpr int kSmallCols = 8;  // columns in flight: independent chains hide the fma latency
+
+#if defined(__AVX2__) && defined(__FMA__)
+using Lanes = __m256;
+inline Lanes lanes_zero() { return _mm256_setzero_ps(); }
+inline Lanes lanes_load(const float* p) { return _mm256_loadu_ps(p); }
+inline void lanes_store(float* p, Lanes v) { _mm256_storeu_ps(p, v); }
+inline Lanes lanes_fma(float w, Lanes x, Lanes c) { return _mm256_fmadd_ps(_mm256_set1_ps(w), x, c); }
+inline Lanes lanes_add(Lanes a, Lanes b) { return _mm256_add_ps(a, b); }
+inline Lanes lanes_mul(Lanes a, Lanes b) { return _mm256_mul_ps(a, b); }
+inline Lanes lanes_fma(Lanes a, Lanes b, Lanes c) { return _mm256_fmadd_ps(a, b, c); }
+inline Lanes lanes_set(float w) { return _mm256_set1_ps(w); }
+#else
+struct Lanes {
+  float v[kSmallM];
+};
+inline Lanes lanes_zero() { return Lanes{}; }
+inline Lanes lanes_load(const float* p) {
+  Lanes r;
+  std::copy(p, p + kSmallM, r.v);
+  return r;
+}
+inline void lanes_store(float* p, Lanes v) { std::copy(v.v, v.v + kSmallM, p); }
+inline Lanes lanes_fma(float w, Lanes x, Lanes c) {
+  for (int i = 0; i < kSmallM; ++i) c.v[i] = std::fma(w, x.v[i], c.v[i]);
+  return c;
+}
+inline Lanes lanes_add(Lanes a, Lanes b) {
+  for (int i = 0; i < kSmallM; ++i) a.v[i] = a.v[i] + b.v[i];
+  return a;
+}
+inline Lanes lanes_mul(Lanes a, Lanes b) {
+  for (int i = 0; i < kSmallM; ++i) a.v[i] = a.v[i] * b.v[i];
+  return a;
+}
+inline Lanes lanes_fma(Lanes a, Lanes b, Lanes c) {
+  for (int i = 0; i < kSmallM; ++i) c.v[i] = std::fma(a.v[i], b.v[i], c.v[i]);
+  return c;
+}
+inline Lanes lanes_set(float w) {
+  Lanes r;
+  std::fill(r.v, r.v + kSmallM, w);
+  return r;
+}
+#endif
+
+// X (M x K, M <= kSmallM; element (m, k) = x(m * K + k)) as k-major lanes: xt[k * kSmallM + m],
+// rows past M are zero.
+template <class Get>
+std::vector<float> transpose_rows(int M, int K, Get x) {
+  std::vector<float> xt(static_cast<size_t>(K) * kSmallM, 0.0f);
+  for (int m = 0; m < M; ++m)
+    for (int k = 0; k < K; ++k) {
+      const size_t i = static_cast<size_t>(m) * static_cast<size_t>(K) + static_cast<size_t>(k);
+      xt[static_cast<size_t>(k) * kSmallM + static_cast<size_t>(m)] = x(i);
+    }
+  return xt;
+}
+
+// Column groups of kSmallCols over N for parallel_for; the last group may be short (its missing
+// columns repeat the last column and are not written).
+template <class Body>
+void for_column_groups(int N, const Body& body) {
+  const size_t groups = static_cast<size_t>((N + kSmallCols - 1) / kSmallCols);
+  rlp::parallel_for(groups, 16, [&](size_t g0, size_t g1) {
+    for (size_t g = g0; g < g1; ++g) {
+      const int n0 = static_cast<int>(g) * kSmallCols;
+      int cols[kSmallCols];
+      for (int j = 0; j < kSmallCols; ++j) cols[j] = std::min(n0 + j, N - 1);
+      body(n0, std::min(kSmallCols, N - n0), cols);
+    }
+  });
+}
+
+// Y[m][n0 + j] = round(acc[j] lane m) for the group's real columns and rows.
+void store_group(const Lanes* acc, float* Y, int M, int N, int n0, int ncols, OutRound out) {
+  float t[kSmallM];
+  for (int j = 0; j < ncols; ++j) {
+    lanes_store(t, acc[j]);
+    for (int m = 0; m < M; ++m)
+      Y[static_cast<size_t>(m) * static_cast<size_t>(N) + static_cast<size_t>(n0 + j)] = round_out(t[m], out);
+  }
+}
+
+void gemm_f32acc_small_m(const float* X, const float* W, float* Y, int M, int N, int K,
+                         const std::vector<Seg>& segs, bool direct, OutRound out) {
+  const std::vector<float> xt = transpose_rows(M, K, [X](size_t i) { return X[i]; });
+  for_column_groups(N, [&](int n0, int ncols, const int* cols) {
+    const float* w[kSmallCols];
+    for (int j = 0; j < kSmallCols; ++j) w[j] = W + static_cast<size_t>(cols[j]) * static_cast<size_t>(K);
+    Lanes acc[kSmallCols]{}, racc[kSmallCols]{}, tot[kSmallCols]{};
+    for (const Seg& sg : segs) {
+      if (sg.chunk_start)
+        for (Lanes& a : acc) a = lanes_zero();
+      for (int k = sg.k0; k < sg.k1; ++k) {
+        const Lanes x = lanes_load(xt.data() + static_cast<size_t>(k) * kSmallM);
+        for (int j = 0; j < kSmallCols; ++j) acc[j] = lanes_fma(w[j][k], x, acc[j]);
+      }
+      if (direct) continue;
+      if (sg.chunk_end)
+        for (int j = 0; j < kSmallCols; ++j) racc[j] = sg.first_chunk ? acc[j] : lanes_add(racc[j], acc[j]);
+      if (sg.range_end)
+        for (int j = 0; j < kSmallCols; ++j) tot[j] = sg.range == 0 ? racc[j] : lanes_add(tot[j], racc[j]);
+    }
+    store_group(direct ? acc : tot, Y, M, N, n0, ncols, out);
+  });
+}
+
+
+// Block-scaled fp8 with fp32 slice accumulation, same scheme: per split-K range y starts at +0,
+// every slice's partial p is a fresh chain over the slice, promoted into y with the row's and the
+// column's scales exactly as the packed kernel promotes it, and the ranges' y are summed in order.
+void gemm_fp8_small_m(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, const float* xlut, const float* wlut,
+                      int S, bool deepgemm, OutRound out) {
+  const int M = X.rows, N = W.rows, K = X.cols, B = X.block_cols, slices = (K + B - 1) / B;
+  const int xcb = X.col_blocks(), wcb = W.col_blocks();
+  const std::vector<float> xt = transpose_rows(M, K, [&](size_t i) { return xlut[X.codes[i]]; });
+  // The rows' activation scales per slice as lanes (padded rows: scale 0, results discarded).
+  std::vector<float> sat(static_cast<size_t>(slices) * kSmallM, 0.0f);
+  for (int m = 0; m < M; ++m)
+    for (int sl = 0; sl < slices; ++sl)
+      sat[static_cast<size_t>(sl) * kSmallM + static_cast<size_t>(m)] =
+          X.scale_inv[static_cast<size_t>(m) * static_cast<size_t>(xcb) + static_cast<size_t>(sl)];
+  for_column_groups(N, [&](int n0, int ncols, const int* cols) {
+    const uint8_t* w[kSmallCols];
+    const float* wsc[kSmallCols];  // the column's row of weight-block scales
+    for (int j = 0; j < kSmallCols; ++j) {
+      w[j] = W.codes.data() + static_cast<size_t>(cols[j]) * static_cast<size_t>(K);
+      wsc[j] = W.scale_inv.data() + static_cast<size_t>(cols[j] / W.block_rows) * static_cast<size_t>(wcb);
+    }
+    Lanes tot[kSmallCols]{}, y[kSmallCols]{}, p[kSmallCols]{};
+    for (int r = 0; r < S; ++r) {
+      for (Lanes& v : y) v = lanes_zero();
+      for (int sl = split_begin(slices, S, r); sl < split_begin(slices, S, r + 1); ++sl) {
+        const int k0 = sl * B, k1 = std::min(K, k0 + B);
+        for (Lanes& v : p) v = lanes_zero();
+        for (int k = k0; k < k1; ++k) {
+          const Lanes x = lanes_load(xt.data() + static_cast<size_t>(k) * kSmallM);
+          for (int j = 0; j < kSmallCols; ++j) p[j] = lanes_fma(wlut[w[j][k]], x, p[j]);
+        }
+        const Lanes sa = lanes_load(sat.data() + static_cast<size_t>(sl) * kSmallM);
+        for (int j = 0; j < kSmallCols; ++j) {
+          const float sb = wsc[j][sl];
+          // cuBLASLt: fma(p * sa, sb, y); DeepGEMM: fma(sa * sb, p, y) (see promote()).
+          y[j] = deepgemm ? lanes_fma(lanes_mul(sa, lanes_set(sb)), p[j], y[j]) : lanes_fma(sb, lanes_mul(p[j], sa), y[j]);
+        }
+      }
+      for (int j = 0; j < kSmallCols; ++j) tot[j] = r == 0 ? y[j] : lanes_add(tot[j], y[j]);
+    }
+    store_group(tot, Y, M, N, n0, ncols, out);
+  });
+}
+}  // namespace
+
+// ---- bf16/fp16 operands, fp32 accumulation ------------------------------------------------------
+void gemm_f32acc(const float* X, const float* W, float* Y, int M, int N, int K, const GemmConfig& cfg) {
+  check_cfg(cfg);
+  RLP_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm_f32acc: negative shape M={} N={} K={}", M, N, K);
+  if (M == 0 || N == 0) return;
+
+  if (K == 0) {
+    for (size_t i = 0; i < static_cast<size_t>(M) * static_cast<size_t>(N); ++i) Y[i] = 0.0f;
+    return;
+  }
+  const std::vector<Seg> segs = k_segments(K, cfg);
   // With one range of one chunk, the chunk accumulator is the result: no copies.
-  const bool direct = S == 1 && std::all_of(segs.begin(), segs.end(), [](const Seg& s) { return s.first_chunk; });
+  const bool direct = segs.back().range == 0 &&
+                      std::all_of(segs.begin(), segs.end(), [](const Seg& s) { return s.first_chunk; });
+  if (M <= kSmallM) {
+    gemm_f32acc_small_m(X, W, Y, M, N, K, segs, direct, cfg.out);
+    return;
+  }
 
   const TileGrid grid(M, N);
   rlp::parallel_for(grid.count(), 1, [&](size_t t0, size_t t1) {
@@ -281,6 +451,10 @@ void gemm_fp8_blockscaled(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, cons
   }
 
   RLP_CHECK(B <= KC, "gemm_fp8_blockscaled: fp32 slice accumulation supports K blocks up to {}, got {}", KC, B);
+  if (M <= kSmallM) {
+    gemm_fp8_small_m(X, W, Y, xlut, wlut, S, deepgemm, cfg.out);
+    return;
+  }
   const TileGrid grid(M, N);
   rlp::parallel_for(grid.count(), 1, [&](size_t t0, size_t t1) {
     // Reused across calls on the same thread: decode runs thousands of small GEMMs.

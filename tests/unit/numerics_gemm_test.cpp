@@ -117,7 +117,10 @@ double gamma(int n) {
 
 // ---- tests ------------------------------------------------------------------------------------
 TEST(NumericsGemm, F32AccMatchesStatedOrderBitwise) {
-  const int M = 19, N = 53, K = 700;
+  // M = 19 runs the packed kernel; M <= 8 (decode steps) the unpacked small-M kernel.
+  for (const int M : {19, 8, 5, 1}) {
+  SCOPED_TRACE("M=" + std::to_string(M));
+  const int N = 53, K = 700;
   const auto X = random_bf16(M * K, 1), W = random_bf16(N * K, 2);
   for (int split : {1, 3})
     for (int chunk : {0, 64, 100, 1000})
@@ -135,6 +138,7 @@ TEST(NumericsGemm, F32AccMatchesStatedOrderBitwise) {
                 << "m=" << m << " n=" << n << " split=" << split << " chunk=" << chunk;
           }
       }
+  }
 }
 
 TEST(NumericsGemm, F32AccWithinDerivedBoundOfFloat64) {
@@ -203,7 +207,10 @@ TEST(NumericsGemm, SplitAndChunkChangeLastBitsFixedConfigReproducible) {
 }
 
 TEST(NumericsGemm, Fp8MatchesStatedOrderBitwise) {
-  const int M = 21, N = 150, K = 300;  // partial last slice (300 = 2*128 + 44), partial W blocks
+  // M = 21 runs the packed kernel; M <= 8 (decode steps) the unpacked small-M kernel.
+  for (const int M : {21, 8, 3}) {
+  SCOPED_TRACE("M=" + std::to_string(M));
+  const int N = 150, K = 300;  // partial last slice (300 = 2*128 + 44), partial W blocks
   const Fp8Tensor X = random_fp8(M, K, 1, 128, 7), W = random_fp8(N, K, 128, 128, 8);
   for (Promotion p : {Promotion::cublaslt, Promotion::deepgemm})
     for (SliceAccum acc : {SliceAccum::fp32, SliceAccum::hopper})
@@ -220,6 +227,7 @@ TEST(NumericsGemm, Fp8MatchesStatedOrderBitwise) {
             ASSERT_EQ(f32_bits(Y[static_cast<size_t>(m * N + n)]), f32_bits(ref_fp8(X, W, m, n, cfg)))
                 << m << "," << n << " promo=" << static_cast<int>(p) << " acc=" << static_cast<int>(acc);
       }
+  }
 }
 
 TEST(NumericsGemm, Fp8WithinDerivedBoundOfFloat64) {

@@ -13,47 +13,36 @@
 //   BM_ForwardTrain        one teacher-forced forward, EmulatedOps + default_training_style()
 //                          (bf16 activations and weights, fp32 accumulation), over the token count
 //                          (RLPARITY_BENCH_TOKENS, default 1024: the issue asks for 4096, but
-//                          EmulatedOps::attention is single-threaded and quadratic, so 4096 tokens
-//                          take ~260 s on 2 cores, ~92% of it in attention): tokens/s and the GEMM FLOP rate
+//                          attention is quadratic in the tokens, and 4096 tokens take minutes on
+//                          2 cores, mostly in attention): tokens/s and the GEMM FLOP rate
 //                          2 * params_in_linears * tokens / forward time (so attention, norms and
 //                          softmax count against it), plus the same over the linears' own time.
 // Then prints open_time / forward_time and the ratios against Eigen.
 //
 // usage: bench_forward [--benchmark_* flags]; RLPARITY_BENCH_TOKENS=4096 for the issue's full size.
-// GCC 12 flags Eigen's AVX-512 packet transposes (the _mm512_undefined_ps idiom) as
-// maybe-uninitialized once inlined here; the warning is about the compiler's own header.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <Eigen/Core>
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <random>
-#include <string>
-#include <thread>
 #include <vector>
 
+#include "bench_util.hpp"
 #include "rlparity/model/checkpoint.hpp"
-#include "rlparity/model/checkpoint_writer.hpp"
 #include "rlparity/model/emulated_ops.hpp"
 #include "rlparity/model/forward.hpp"
 #include "rlparity/model/kernel_style.hpp"
 #include "rlparity/model/weights.hpp"
 #include "rlparity/util/parallel.hpp"
 
-namespace fs = std::filesystem;
-
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+using rlp::bench::Clock;
+using rlp::bench::proc_status_bytes;
+using rlp::bench::reset_peak_rss;
+using rlp::bench::seconds_since;
 
 struct Shared {
   std::string dir;
@@ -65,40 +54,6 @@ struct Shared {
   double linear_flops_per_token = 0;  // 2 * params in decoder linears and lm_head
   double rss_open_before = 0, rss_open_peak = 0, rss_forward_peak = 0;
 } g_;
-
-// /proc/self/status field (kB) as bytes; -1 if absent.
-double proc_status_bytes(const char* key) {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  const std::string k = std::string(key) + ":";
-  while (std::getline(f, line))
-    if (line.rfind(k, 0) == 0) return std::stod(line.substr(k.size())) * 1024.0;
-  return -1;
-}
-// Resets VmHWM to the current RSS (Linux >= 4.0); false if not permitted.
-bool reset_peak_rss() {
-  std::ofstream f("/proc/self/clear_refs");
-  f << "5";
-  f.flush();
-  return static_cast<bool>(f);
-}
-
-rlp::RandomCheckpointOptions bench_model(const std::string& out) {
-  rlp::RandomCheckpointOptions o;
-  o.arch = "llama";
-  o.hidden = 1024;
-  o.intermediate = 2816;
-  o.layers = 8;
-  o.heads = 16;
-  o.kv_heads = 8;
-  o.vocab = 32000;
-  o.max_pos = 8192;
-  o.dtype = rlp::DType::bf16;
-  o.tied = false;
-  o.seed = 3;
-  o.out = out;
-  return o;
-}
 
 // Times linear / attention / logprobs of the wrapped ops; everything else passes through.
 class TimedOps {
@@ -159,33 +114,14 @@ void BM_CheckpointOpen(benchmark::State& state) {
 }
 
 void BM_EigenGemm(benchmark::State& state, int /*when*/) {
-  const int n = 2048;
   const int threads = std::max(1, rlp::thread_count());
-  Eigen::MatrixXf A = Eigen::MatrixXf::Random(n, n), B = Eigen::MatrixXf::Random(n, n), C(n, n);
-  const double flops = 2.0 * n * static_cast<double>(n) * n;
-  double best1 = 1e30, bestn = 1e30;
-  for (auto _ : state) {
-    auto t0 = Clock::now();
-    C.noalias() = A * B;
-    best1 = std::min(best1, seconds_since(t0));
-    benchmark::DoNotOptimize(C.data());
-    // The same product on `threads` threads: each computes a block of C's columns.
-    t0 = Clock::now();
-    std::vector<std::thread> pool;
-    for (int t = 0; t < threads; ++t)
-      pool.emplace_back([&, t] {
-        const int c0 = n * t / threads, c1 = n * (t + 1) / threads;
-        C.middleCols(c0, c1 - c0).noalias() = A * B.middleCols(c0, c1 - c0);
-      });
-    for (auto& th : pool) th.join();
-    bestn = std::min(bestn, seconds_since(t0));
-    benchmark::DoNotOptimize(C.data());
-  }
-  g_.eigen_1t_flops = std::max(g_.eigen_1t_flops, flops / best1);
-  g_.eigen_nt_flops = std::max(g_.eigen_nt_flops, flops / bestn);
+  rlp::bench::EigenRate r;
+  for (auto _ : state) r = rlp::bench::eigen_gemm_rate(threads, 1);
+  g_.eigen_1t_flops = std::max(g_.eigen_1t_flops, r.one_thread);
+  g_.eigen_nt_flops = std::max(g_.eigen_nt_flops, r.n_threads);
   state.counters["threads"] = threads;
-  state.counters["GFLOPs_1thread"] = flops / best1 / 1e9;
-  state.counters["GFLOPs_nthreads"] = flops / bestn / 1e9;
+  state.counters["GFLOPs_1thread"] = r.one_thread / 1e9;
+  state.counters["GFLOPs_nthreads"] = r.n_threads / 1e9;
 }
 
 void BM_ForwardTrain(benchmark::State& state) {
@@ -203,9 +139,7 @@ void BM_ForwardTrain(benchmark::State& state) {
   for (auto& t : tokens) t = d(rng);
   tokens[0] = 1;
 
-  const double qo = static_cast<double>(sp.heads) * sp.head_dim, kv = static_cast<double>(sp.kv_heads) * sp.head_dim;
-  const double per_layer = sp.hidden * (2 * qo + 2 * kv) + 3.0 * sp.hidden * sp.intermediate;
-  g_.linear_flops_per_token = 2.0 * (sp.layers * per_layer + static_cast<double>(sp.vocab) * sp.hidden);
+  g_.linear_flops_per_token = rlp::bench::linear_flops_per_token(sp);
 
   for (auto _ : state) {
     TimedOps timed(ops);
@@ -241,32 +175,12 @@ BENCHMARK_CAPTURE(BM_EigenGemm, after_forward, 1)->Iterations(3)->Unit(benchmark
 
 int main(int argc, char** argv) {
   if (const char* t = std::getenv("RLPARITY_BENCH_TOKENS")) g_.tokens = std::max(1, std::atoi(t));
-  std::random_device rd;
-  const fs::path dir = fs::temp_directory_path() / fmt::format("rlp_bench_forward_{}_{}", getpid(), rd());
-  g_.dir = dir.string();
-
-  // Write the checkpoint in a child: the generator's buffers must not count toward our peak RSS.
-  const auto tw = Clock::now();
-  const pid_t pid = fork();
-  if (pid == 0) {
-    try {
-      rlp::write_random_checkpoint(bench_model(g_.dir));
-    } catch (const std::exception& e) {
-      fmt::print(stderr, "bench_forward: writing the checkpoint failed: {}\n", e.what());
-      _exit(1);
-    }
-    _exit(0);
-  }
-  int status = 0;
-  if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    fmt::print(stderr, "bench_forward: could not write the benchmark checkpoint to {}\n", g_.dir);
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-    return 1;
-  }
-  for (const auto& e : fs::directory_iterator(dir)) g_.file_bytes += fs::file_size(e.path());
+  const rlp::bench::BenchCheckpoint ckpt("bench_forward");
+  if (!ckpt.ok()) return 1;
+  g_.dir = ckpt.dir();
+  g_.file_bytes = ckpt.bytes();
   fmt::print("checkpoint: {} ({:.1f} MB, written in {:.1f} s); forward over {} tokens; {} threads\n", g_.dir,
-             static_cast<double>(g_.file_bytes) / 1e6, seconds_since(tw), g_.tokens, rlp::thread_count());
+             static_cast<double>(g_.file_bytes) / 1e6, ckpt.write_seconds(), g_.tokens, rlp::thread_count());
 
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
@@ -291,7 +205,5 @@ int main(int argc, char** argv) {
     fmt::print("  GEMM rate, linears only {:.1f} GFLOP/s = {:.3f} x Eigen ({} threads)  [lm_head time includes log-softmax]\n",
                lin / 1e9, lin / g_.eigen_nt_flops, rlp::thread_count());
   }
-  std::error_code ec;
-  fs::remove_all(dir, ec);
   return 0;
 }

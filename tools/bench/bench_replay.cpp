@@ -1,0 +1,169 @@
+// Speed and memory of a whole replay (issue 4's benchmark).
+//
+// Writes the generated Llama-shaped bf16 benchmark checkpoint (bench_util.hpp: hidden 1024,
+// intermediate 2816, 8 layers, 16 heads, 8 KV heads, vocab 32000) in a child process, then runs
+// run_replay() as `rlparity replay` does on 16 sequences of 64 prompt + 192 response tokens (random
+// ids, responses given, so nothing is sampled) with recipes bf16, fp8-gen, fp8-e2e and the float64
+// oracle, and reports:
+//   wall time and tokens/s (response tokens scored per second, all recipes together);
+//   the effective GEMM rate: model GEMM FLOPs of every path run (2 x params in the decoder linears
+//     and lm_head, per token each path computes: 3 recipes x {generation, training} + the oracle)
+//     divided by the wall time, as a ratio to Eigen's fp32 GEMM rate measured in the same run
+//     (best of before and after the replay, on as many threads as the replay uses). Goal >= 0.35;
+//   peak RSS (VmHWM, reset just before the replay) against the bound 2 x (the weights in all their
+//     prepared forms + the KV caches), taken from the run's own memory estimate.
+//
+// usage: bench_replay [--threads N] [--recipes a,b,c] [--no-oracle] [--sequences S]
+//        [--prompt P] [--response R]
+// It is a plain program rather than a Google Benchmark: one replay is minutes long and runs once.
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench_util.hpp"
+#include "rlparity/model/checkpoint.hpp"
+#include "rlparity/replay/inputs.hpp"
+#include "rlparity/replay/memory_estimate.hpp"
+#include "rlparity/replay/replay.hpp"
+#include "rlparity/util/parallel.hpp"
+
+namespace {
+
+struct Args {
+  int threads = 0;
+  std::vector<std::string> recipes{"bf16", "fp8-gen", "fp8-e2e"};
+  bool oracle = true;
+  int sequences = 16, prompt = 64, response = 192;
+};
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t a = 0;
+  while (a <= s.size()) {
+    const std::size_t b = std::min(s.find(',', a), s.size());
+    if (b > a) out.push_back(s.substr(a, b - a));
+    a = b + 1;
+  }
+  return out;
+}
+
+bool parse(int argc, char** argv, Args& a) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::runtime_error(k + " needs a value");
+      return argv[++i];
+    };
+    if (k == "--threads") a.threads = std::stoi(value());
+    else if (k == "--recipes") a.recipes = split(value());
+    else if (k == "--no-oracle") a.oracle = false;
+    else if (k == "--sequences") a.sequences = std::stoi(value());
+    else if (k == "--prompt") a.prompt = std::stoi(value());
+    else if (k == "--response") a.response = std::stoi(value());
+    else {
+      fmt::print(stderr, "usage: bench_replay [--threads N] [--recipes a,b,c] [--no-oracle] [--sequences S] "
+                         "[--prompt P] [--response R]\n");
+      return false;
+    }
+  }
+  return a.sequences > 0 && a.prompt > 0 && a.response > 0;
+}
+
+std::vector<rlp::InputSequence> random_inputs(const Args& a, int vocab) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> tok(3, vocab - 1);
+  std::vector<rlp::InputSequence> in(static_cast<std::size_t>(a.sequences));
+  for (int s = 0; s < a.sequences; ++s) {
+    auto& x = in[static_cast<std::size_t>(s)];
+    x.id = std::to_string(s);
+    x.prompt.push_back(1);
+    for (int i = 1; i < a.prompt; ++i) x.prompt.push_back(tok(rng));
+    for (int i = 0; i < a.response; ++i) x.response.push_back(tok(rng));
+    x.has_response = true;
+    x.line = s + 1;
+  }
+  return in;
+}
+
+// Bytes of the estimate's parts that hold prepared weights (every form, the oracle's included)
+// and the per-worker KV caches/activations: the issue's peak-RSS yardstick.
+double weights_and_kv_bytes(const rlp::MemoryEstimate& e) {
+  double b = 0;
+  for (const auto& [what, bytes] : e.parts)
+    if (what.find("weights") != std::string::npos || what.find("KV") != std::string::npos) b += static_cast<double>(bytes);
+  return b;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  try {
+    if (!parse(argc, argv, args)) return 2;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "bench_replay: {}\n", e.what());
+    return 2;
+  }
+  if (args.threads > 0) rlp::set_thread_count(args.threads);
+  const int threads = rlp::thread_count();
+
+  const rlp::bench::BenchCheckpoint bc("bench_replay");
+  if (!bc.ok()) return 1;
+  try {
+    const rlp::Checkpoint ck = rlp::Checkpoint::open(bc.dir());
+    std::vector<rlp::InputSequence> inputs = random_inputs(args, ck.spec().vocab);
+    rlp::ReplayOptions opt;
+    opt.recipes = args.recipes;
+    opt.oracle = args.oracle;
+    const rlp::MemoryEstimate est = rlp::estimate_replay_memory(ck.spec(), inputs, opt, threads, bc.bytes());
+    fmt::print("checkpoint: {} ({:.1f} MB, written in {:.1f} s); {} sequences x ({} prompt + {} response); recipes {}{}; "
+               "{} threads\n",
+               bc.dir(), static_cast<double>(bc.bytes()) / 1e6, bc.write_seconds(), args.sequences, args.prompt,
+               args.response, fmt::join(args.recipes, ","), args.oracle ? " + oracle" : "", threads);
+
+    const rlp::bench::EigenRate before = rlp::bench::eigen_gemm_rate(threads);
+    const bool reset = rlp::bench::reset_peak_rss();
+    const auto t0 = rlp::bench::Clock::now();
+    const rlp::RunData run = rlp::run_replay(ck, inputs, opt);
+    const double wall = rlp::bench::seconds_since(t0);
+    const double peak = reset ? rlp::bench::proc_status_bytes("VmHWM") : -1;
+    const rlp::bench::EigenRate after = rlp::bench::eigen_gemm_rate(threads);
+    const double eigen_n = std::max(before.n_threads, after.n_threads);
+    const double eigen_1 = std::max(before.one_thread, after.one_thread);
+
+    // Positions each path computes per sequence: the training path scores positions
+    // prompt-1 .. end-1 in one pass over prompt+response-1 tokens; the generation path prefills the
+    // prompt and decodes response-1 tokens: the same count. The oracle runs once.
+    const double tokens_per_path = static_cast<double>(args.sequences) * (args.prompt + args.response - 1);
+    const double paths = 2.0 * static_cast<double>(run.recipes.size()) + (args.oracle ? 1.0 : 0.0);
+    const double flops = paths * tokens_per_path * rlp::bench::linear_flops_per_token(ck.spec());
+    const double scored = static_cast<double>(args.sequences) * args.response * static_cast<double>(run.recipes.size());
+    const double bound = 2.0 * weights_and_kv_bytes(est);
+
+    fmt::print("\nsummary\n");
+    fmt::print("  wall time               {:.1f} s\n", wall);
+    fmt::print("  tokens/s                {:.1f} response tokens scored per s ({} recipes x {} tokens); "
+               "{:.1f} positions computed per s over {} path runs\n",
+               scored / wall, run.recipes.size(), args.sequences * args.response, paths * tokens_per_path / wall, paths);
+    fmt::print("  Eigen fp32 2048^3       {:.1f} GFLOP/s ({} threads), {:.1f} GFLOP/s (1 thread); best of before/after\n",
+               eigen_n / 1e9, threads, eigen_1 / 1e9);
+    fmt::print("  effective GEMM rate     {:.1f} GFLOP/s ({:.2f} TFLOP in {} path runs) = {:.3f} x Eigen ({} threads) "
+               "(goal >= 0.35)\n",
+               flops / wall / 1e9, flops / 1e12, paths, flops / wall / eigen_n, threads);
+    if (peak > 0)
+      fmt::print("  peak RSS                {:.1f} MiB; bound 2 x (prepared weights + KV) = {:.1f} MiB: {} "
+                 "(estimate said {:.1f} MiB)\n",
+                 peak / 1048576.0, bound / 1048576.0, peak < bound ? "within" : "EXCEEDED",
+                 static_cast<double>(est.total) / 1048576.0);
+    else
+      fmt::print("  peak RSS                not measured (/proc/self/clear_refs not writable)\n");
+    fmt::print("\nmemory estimate:\n{}\n", est.describe());
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "bench_replay: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}
