@@ -128,12 +128,21 @@ num::Fp8Tensor quantize_blocks(const float* x, int rows, int cols, int block_row
   DeviceBuffer<uint8_t> dcodes(n);
   DeviceBuffer<float> dscale(t.scale_inv.size());
   RLP_CUDA_CHECK(cudaMemcpy(din.ptr, x, n * sizeof(float), cudaMemcpyHostToDevice));
-  const dim3 grid(static_cast<unsigned>(t.col_blocks()), static_cast<unsigned>(t.row_blocks()));
-  quantize_blocks_kernel<<<grid, 256>>>(din.ptr, rows, cols, block_rows, block_cols, opt, dcodes.ptr, dscale.ptr);
-  RLP_CUDA_CHECK(cudaGetLastError());
+  quantize_blocks_device(din.ptr, rows, cols, block_rows, block_cols, opt, dcodes.ptr, dscale.ptr);
   RLP_CUDA_CHECK(cudaMemcpy(t.codes.data(), dcodes.ptr, n, cudaMemcpyDeviceToHost));
   RLP_CUDA_CHECK(cudaMemcpy(t.scale_inv.data(), dscale.ptr, t.scale_inv.size() * sizeof(float), cudaMemcpyDeviceToHost));
   return t;
+}
+
+void quantize_blocks_device(const float* d_x, int rows, int cols, int block_rows, int block_cols,
+                            const num::ScaleOptions& opt, uint8_t* d_codes, float* d_scale_inv) {
+  if (rows < 0 || cols < 0 || block_rows <= 0 || block_cols <= 0)
+    throw ::rlp::Error(__FILE__, __LINE__, "cuda::quantize_blocks_device: bad shape or block shape");
+  if (rows == 0 || cols == 0) return;
+  const dim3 grid(static_cast<unsigned>((cols + block_cols - 1) / block_cols),
+                  static_cast<unsigned>((rows + block_rows - 1) / block_rows));
+  quantize_blocks_kernel<<<grid, 256>>>(d_x, rows, cols, block_rows, block_cols, opt, d_codes, d_scale_inv);
+  RLP_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace rlp::cuda

@@ -27,4 +27,10 @@ void cast_to_bf16(const float* in, uint16_t* out, std::size_t n);
 num::Fp8Tensor quantize_blocks(const float* x, int rows, int cols, int block_rows, int block_cols,
                                const num::ScaleOptions& opt);
 
+// The same on device buffers: d_x [rows x cols] floats, d_codes [rows x cols], d_scale_inv
+// [row_blocks x col_blocks] (row-major over blocks), all device pointers. Used by CudaOps to
+// quantize activations for the block-scaled FP8 GEMM.
+void quantize_blocks_device(const float* d_x, int rows, int cols, int block_rows, int block_cols,
+                            const num::ScaleOptions& opt, uint8_t* d_codes, float* d_scale_inv);
+
 }  // namespace rlp::cuda

@@ -19,6 +19,10 @@
 #include "rlparity/util/interrupt.hpp"
 #include "rlparity/util/parallel.hpp"
 
+#ifdef RLPARITY_HAVE_CUDA
+#include "cuda_backend.hpp"
+#endif
+
 namespace rlp::cli {
 namespace {
 namespace fs = std::filesystem;
@@ -75,14 +79,24 @@ class ProgressBar {
   std::chrono::steady_clock::time_point start_;
 };
 
-int run(ReplayArgs& a) {
-  if (a.backend != "cpu") {
+// The backend of the generation and training paths; null = the CPU emulator. Checked before any
+// work: no usable GPU is one clear error (exit 2).
+std::shared_ptr<const ReplayBackend> select_backend(const std::string& name) {
+  if (name == "cpu") return nullptr;
+  if (name != "cuda") RLP_THROW_INPUT("--backend {}: expected cpu or cuda", name);
 #ifdef RLPARITY_HAVE_CUDA
-    RLP_THROW_INPUT("--backend {}: the CUDA replay backend is not implemented yet (only CUDA cast kernels are built)", a.backend);
-#else
-    RLP_THROW_INPUT("--backend {}: this build has no CUDA backend (the CUDA toolkit was not found at build time)", a.backend);
-#endif
+  try {
+    return cuda::make_replay_backend();
+  } catch (const Error& e) {
+    RLP_THROW_INPUT("--backend cuda: {}", e.what());
   }
+#else
+  RLP_THROW_INPUT("--backend cuda: this build has no CUDA backend (the CUDA toolkit was not found at build time)");
+#endif
+}
+
+int run(ReplayArgs& a) {
+  a.opt.backend = select_backend(a.backend);
   set_thread_count(a.threads);
   install_interrupt_handlers();
   check_output_path(a.out, a.force);

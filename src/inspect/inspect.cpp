@@ -20,6 +20,12 @@
 #include "rlparity/util/parallel.hpp"
 #include "rlparity/util/version.hpp"
 
+// The vector helpers below are internal and always inlined: the ABI GCC warns about (passing wide
+// vectors by value when the target lacks AVX / AVX-512) never applies to them.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
 namespace rlp {
 namespace {
 
@@ -28,80 +34,188 @@ using num::ScaleConvention;
 using num::ScaleOptions;
 using std::size_t;
 
-constexpr int kLanes = 8;
+constexpr int kLanes = 16;
 constexpr float kSatThreshold = 448.0f;   // e4m3 max
 constexpr float kClipThreshold = 464.0f;  // midpoint 448..480: beyond it RNE would leave the range
 
-// Accumulators of one scale mode over one block row; lanes keep the float64 sums vectorizable and
-// their order fixed (lane j holds elements j, j+8, ... of each padded row, rows and blocks in order).
-struct Lanes {
-  double sx2[kLanes] = {}, se2[kLanes] = {};
-  int64_t sat[kLanes] = {}, clip[kLanes] = {}, flush[kLanes] = {}, nonfin[kLanes] = {};
-  int64_t blocks_differ = 0;
+// ---- the vectorized per-element kernel ---------------------------------------------------------
+// GCC/Clang vector extensions: 16 lanes of IEEE float/uint32/double arithmetic, lowered to AVX-512,
+// AVX2 or SSE2 by the target (each lane does exactly the scalar operation, so results do not depend
+// on -march). Lane j of a block accumulates elements j, j+16, ... of the block's padded rows, in
+// order: the sums are fixed by the data, not by the thread count or the instruction set.
+using FV = float __attribute__((vector_size(64)));
+using UV = uint32_t __attribute__((vector_size(64)));
+using IV = int32_t __attribute__((vector_size(64)));
+using DV = double __attribute__((vector_size(128)));
+using LV = int64_t __attribute__((vector_size(128)));
+using BV = uint8_t __attribute__((vector_size(16)));
+
+#define RLP_VINLINE inline __attribute__((always_inline))
+
+RLP_VINLINE FV loadv(const float* p) {
+  FV v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+RLP_VINLINE FV splat(float v) { return FV{} + v; }
+// Same-size vector casts reinterpret the bits (GCC/Clang vector extension semantics).
+RLP_VINLINE UV bits(FV v) { return (UV)v; }
+RLP_VINLINE FV from_bits(UV v) { return (FV)v; }
+RLP_VINLINE UV as_u(IV v) { return (UV)v; }
+
+// Exact float -> double widening of the lanes.
+RLP_VINLINE DV widen(FV v) { return __builtin_convertvector(v, DV); }
+
+// satfinite (Sat) or non-saturating e4m3 of q: the code, exactly num::fp8_encode_fast_impl<3, 7,
+// 0x7E, 0x7F> lane by lane, and the float value that code decodes to (num::fp8_to_float), obtained
+// from the same rounding instead of decoding: RNE on the float bits (normal range) keeps the top 3
+// mantissa bits of `rn`; the subnormal range's magic-number add leaves the rounded value in
+// `sf - magic`. Overflow gives 448 (Sat) or NaN (code 0x7F); a NaN input gives 0x7F / NaN
+// (CheckNaN false: the caller guarantees q is not NaN).
+template <bool Sat, bool CheckNaN>
+RLP_VINLINE void encode_e4m3(FV q, UV& code, FV& value) {
+  constexpr uint32_t kMinNormBits = 121u << 23;  // 2^-6, the smallest e4m3 normal
+  constexpr float kMagic = 0x1p14f;              // ulp(2^14) = 2^-9, the e4m3 subnormal unit
+  const UV u = bits(q);
+  const UV sign = (u >> 24) & 0x80u;
+  const UV a = u & 0x7FFFFFFFu;
+  const UV rn = a + 0x7FFFFu + ((a >> 20) & 1u);
+  const UV cn = (rn >> 20) - (120u << 3);  // wraps when a is small (then unused)
+  const FV sf = from_bits(a) + kMagic;
+  const UV cs = bits(sf) - bits(splat(kMagic));
+  const IV small = a < kMinNormBits;
+  UV c = small ? cs : cn;
+  UV mag = small ? bits(sf - kMagic) : (rn & 0xFFF00000u);
+  const IV over = c > 0x7Eu;
+  c = over ? UV{} + (Sat ? 0x7Eu : 0x7Fu) : c;
+  mag = over ? UV{} + (Sat ? 0x43E00000u /* 448 */ : 0x7FC00000u) : mag;
+  code = sign | c;
+  mag |= sign << 24;
+  if constexpr (CheckNaN) {
+    const IV nan = a > 0x7F800000u;
+    code = nan ? UV{} + 0x7Fu : code;
+    mag = nan ? UV{} + 0x7FC00000u : mag;
+  }
+  value = from_bits(mag);
+}
+
+// One convention's scaled value v (what saturation is judged on), fp8 code and dequantized value
+// deq = decode(code) * scale_inv (one fp32 multiply, as num::dequantize) for 8 elements.
+template <ScaleConvention C, bool CheckNaN = true>
+RLP_VINLINE void quantize_lanes(FV x, const BlockScale& s, FV& v, UV& code, FV& deq) {
+  constexpr float m = kSatThreshold;
+  FV val;
+  if constexpr (C == ScaleConvention::te) {
+    v = x * s.scale;  // satfinite(x * scale)
+    encode_e4m3<true, CheckNaN>(v, code, val);
+  } else if constexpr (C == ScaleConvention::vllm) {
+    v = x / s.scale_inv;  // fminf(fmaxf(x / y_s, -448), 448): NaN -> -448
+    FV q = v > -m ? v : splat(-m);
+    q = q < m ? q : splat(m);
+    encode_e4m3<false, false>(q, code, val);  // q is never NaN
+  } else if constexpr (C == ScaleConvention::deepgemm) {
+    v = x * s.scale;  // non-saturating cast
+    encode_e4m3<false, CheckNaN>(v, code, val);
+  } else {
+    v = x * s.scale;  // torch.clamp(w * scale, -448, 448): NaN propagates
+    FV q = v > m ? splat(m) : v;
+    q = q < -m ? splat(-m) : q;
+    encode_e4m3<false, CheckNaN>(q, code, val);
+  }
+  deq = val * s.scale_inv;
+}
+
+// Accumulators of one scale mode over one block row.
+struct ModeAcc {
+  DV se2 = {};
+  int64_t sat = 0, clip = 0, flush = 0, blocks_differ = 0;
 };
 
-// e4m3 code -> float, branch-free (exact; NaN code -> NaN).
-inline float decode_e4m3(uint8_t code) {
-  const uint32_t m = code & 0x7Fu;
-  const uint32_t e = m >> 3, f = m & 7u;
-  const float normal = std::bit_cast<float>(((e + 120u) << 23) | (f << 20));
-  const float sub = static_cast<float>(f) * 0x1p-9f;
-  float mag = e != 0 ? normal : sub;
-  mag = m == 0x7Fu ? std::numeric_limits<float>::quiet_NaN() : mag;
-  return std::bit_cast<float>(std::bit_cast<uint32_t>(mag) | (static_cast<uint32_t>(code & 0x80u) << 24));
-}
-
-// One padded row (n8 a multiple of 8; padding is zeros, which add nothing) in convention C.
-// Local lane accumulators and restrict pointers let the compiler vectorize the lane loop.
-template <ScaleConvention C>
-inline void row_kernel(const float* __restrict x, int n8, const BlockScale& bs, uint8_t* __restrict codes,
-                       Lanes& L) {
-  ScaleOptions o;
-  o.convention = C;
+// n elements (a multiple of kLanes; padding zeros add nothing) of one block in convention C, into `acc`.
+// Compare: `codes` holds TE's codes of the block, and a differing code counts the block in
+// blocks_differ; otherwise the codes are stored there.
+// Exact: the general path: nonfinite elements masked out of the sums and counts, the error x - deq
+// taken in float64. Otherwise (a block without NaN/inf, whose scale comes from its amax) the error
+// is taken in float: x - deq is then exact (deq = 0, or deq within a factor 2 of x, Sterbenz), as
+// long as no element saturates past 464 (|v| <= 448 + 1 ulp with amax-derived scales); the caller
+// redoes a block on the exact path when clip counts one.
+// Count false: the caller knows no |v| exceeds 448 (the block amax's own v does not, and rounding is
+// monotonic), so the saturated and clipped counts are 0 without looking.
+template <ScaleConvention C, bool Exact, bool Compare, bool Count = true>
+void block_kernel(const float* __restrict x, int n, const BlockScale& bs, uint8_t* __restrict codes, ModeAcc& acc) {
   const BlockScale s = bs;
-  double se2[kLanes] = {}, sx2[kLanes] = {};
-  int32_t sat[kLanes] = {}, clip[kLanes] = {}, flush[kLanes] = {}, nonfin[kLanes] = {};
-  for (int i0 = 0; i0 < n8; i0 += kLanes) {
-    for (int j = 0; j < kLanes; ++j) {
-      const float xv = x[i0 + j];
-      const float v = C == ScaleConvention::vllm ? xv / s.scale_inv : xv * s.scale;
-      const uint8_t code = num::quantize_with(xv, s, o);
-      codes[i0 + j] = code;
-      const float deq = decode_e4m3(code) * s.scale_inv;  // as num::dequantize: one fp32 multiply
-      const uint32_t ab = std::bit_cast<uint32_t>(xv) & 0x7FFFFFFFu;
-      const bool fin = ab < 0x7F800000u;
-      const double xd = static_cast<double>(xv);
-      const double e = fin ? xd - static_cast<double>(deq) : 0.0;
-      se2[j] += e * e;
-      sx2[j] += fin ? xd * xd : 0.0;
-      const float av = std::fabs(v);
-      // Bitwise & (not &&): no branches in the lane loop.
-      const int32_t f = static_cast<int32_t>(fin);
-      sat[j] += f & static_cast<int32_t>(av > kSatThreshold);
-      clip[j] += f & static_cast<int32_t>(av > kClipThreshold);
-      flush[j] += f & static_cast<int32_t>(ab != 0) & static_cast<int32_t>((code & 0x7Fu) == 0);
-      nonfin[j] += 1 - f;
+  DV se2 = acc.se2;
+  IV sat = {}, clip = {}, flush = {};
+  BV differ = {};
+  for (int i = 0; i < n; i += kLanes) {
+    const FV xv = loadv(x + i);
+    FV v, deq;
+    UV code;
+    quantize_lanes<C, Exact>(xv, s, v, code, deq);
+    const BV c8 = __builtin_convertvector(code, BV);
+    if constexpr (Compare) {
+      BV ref;
+      std::memcpy(&ref, codes + i, sizeof ref);
+      differ |= c8 ^ ref;
+    } else {
+      std::memcpy(codes + i, &c8, sizeof c8);
     }
+    const UV ax = bits(xv) & 0x7FFFFFFFu;
+    const FV av = from_bits(bits(v) & 0x7FFFFFFFu);
+    IV fin = IV{} - 1;
+    DV e;
+    if constexpr (Exact) {
+      fin = ax < 0x7F800000u;
+      e = widen(xv) - widen(deq);
+      e = __builtin_convertvector(fin, LV) != 0 ? e : DV{};
+    } else {
+      e = widen(xv - deq);
+    }
+    se2 += e * e;
+    // Comparisons give -1 per true lane: subtracting counts.
+    if constexpr (Count) {
+      sat -= fin & (av > kSatThreshold);
+      clip -= fin & (av > kClipThreshold);
+    }
+    flush -= fin & (ax != 0u) & ((code & 0x7Fu) == 0u);
   }
+  acc.se2 = se2;
   for (int j = 0; j < kLanes; ++j) {
-    L.se2[j] += se2[j];
-    L.sx2[j] += sx2[j];
-    L.sat[j] += sat[j];
-    L.clip[j] += clip[j];
-    L.flush[j] += flush[j];
-    L.nonfin[j] += nonfin[j];
+    acc.sat += sat[j];
+    acc.clip += clip[j];
+    acc.flush += flush[j];
+  }
+  if constexpr (Compare) {
+    uint64_t d[sizeof differ / 8] = {};
+    std::memcpy(d, &differ, sizeof differ);
+    uint64_t any = 0;
+    for (uint64_t w : d) any |= w;
+    acc.blocks_differ += any != 0 ? 1 : 0;
   }
 }
 
-using RowKernel = void (*)(const float*, int, const BlockScale&, uint8_t*, Lanes&);
-RowKernel pick_kernel(ScaleConvention c) {
+using BlockKernel = void (*)(const float*, int, const BlockScale&, uint8_t*, ModeAcc&);
+template <bool Exact, bool Compare, bool Count = true>
+BlockKernel pick_kernel(ScaleConvention c) {
   switch (c) {
-    case ScaleConvention::te: return &row_kernel<ScaleConvention::te>;
-    case ScaleConvention::vllm: return &row_kernel<ScaleConvention::vllm>;
-    case ScaleConvention::deepgemm: return &row_kernel<ScaleConvention::deepgemm>;
-    case ScaleConvention::nemo_refit: return &row_kernel<ScaleConvention::nemo_refit>;
+    case ScaleConvention::te: return &block_kernel<ScaleConvention::te, Exact, Compare, Count>;
+    case ScaleConvention::vllm: return &block_kernel<ScaleConvention::vllm, Exact, Compare, Count>;
+    case ScaleConvention::deepgemm: return &block_kernel<ScaleConvention::deepgemm, Exact, Compare, Count>;
+    case ScaleConvention::nemo_refit: return &block_kernel<ScaleConvention::nemo_refit, Exact, Compare, Count>;
   }
-  return &row_kernel<ScaleConvention::te>;
+  return &block_kernel<ScaleConvention::te, Exact, Compare, Count>;
+}
+
+template <ScaleConvention C>
+void quantize_elements(const float* x, std::size_t n, const BlockScale& s, uint8_t* codes, float* deq) {
+  for (std::size_t i = 0; i < n; i += kLanes) {
+    FV v, d;
+    UV code;
+    quantize_lanes<C>(loadv(x + i), s, v, code, d);
+    const BV c8 = __builtin_convertvector(code, BV);
+    std::memcpy(codes + i, &c8, sizeof c8);
+    std::memcpy(deq + i, &d, sizeof d);
+  }
 }
 
 // Converts n elements of `dtype` to float.
@@ -175,6 +289,17 @@ const QuantStats& TensorInspection::find(ScaleConvention c, bool pow2) const {
   RLP_THROW("tensor {}: no statistics for {} {}", name, convention_name(c), pow2 ? "pow2" : "fp32");
 }
 
+void inspect_quantize(const float* x, std::size_t n, ScaleConvention c, const BlockScale& s, uint8_t* codes,
+                      float* deq) {
+  RLP_CHECK(n % kLanes == 0, "inspect_quantize: n = {} must be a multiple of {}", n, kLanes);
+  switch (c) {
+    case ScaleConvention::te: quantize_elements<ScaleConvention::te>(x, n, s, codes, deq); break;
+    case ScaleConvention::vllm: quantize_elements<ScaleConvention::vllm>(x, n, s, codes, deq); break;
+    case ScaleConvention::deepgemm: quantize_elements<ScaleConvention::deepgemm>(x, n, s, codes, deq); break;
+    case ScaleConvention::nemo_refit: quantize_elements<ScaleConvention::nemo_refit>(x, n, s, codes, deq); break;
+  }
+}
+
 std::vector<QuantStats> inspect_matrix(const uint8_t* data, DType dtype, int64_t rows, int64_t cols, int block,
                                        const std::vector<ScaleConvention>& conventions, double* amax_min,
                                        double* amax_median, double* amax_max) {
@@ -196,23 +321,32 @@ std::vector<QuantStats> inspect_matrix(const uint8_t* data, DType dtype, int64_t
   if (have_te && conventions.size() > 1)
     for (auto& v : te_codes) v.assign(nblocks * g.block_elems(), 0);
 
+  // Per block row: the element-only sums (shared by every convention and mode), and per mode the
+  // convention's sums and counts.
+  struct RowCommon {
+    DV sx2 = {};
+    int64_t nonfinite = 0;
+  };
+  std::vector<RowCommon> common(static_cast<size_t>(g.rb));
   std::vector<QuantStats> out;
   for (size_t ci = 0; ci < conventions.size(); ++ci) {
     const ScaleConvention conv = conventions[ci];
-    const RowKernel kernel = pick_kernel(conv);
     const bool store_te = ci == 0 && have_te && !te_codes[0].empty();
     const bool compare_te = ci > 0 && have_te;
-    const bool record_amax = ci == 0;
-    std::vector<Lanes> partial(static_cast<size_t>(g.rb) * 2);
+    const BlockKernel fast_kernel = compare_te ? pick_kernel<false, true>(conv) : pick_kernel<false, false>(conv);
+    const BlockKernel fast_nosat_kernel =
+        compare_te ? pick_kernel<false, true, false>(conv) : pick_kernel<false, false, false>(conv);
+    const BlockKernel exact_kernel = compare_te ? pick_kernel<true, true>(conv) : pick_kernel<true, false>(conv);
+    const bool first_pass = ci == 0;
+    std::vector<ModeAcc> partial(static_cast<size_t>(g.rb) * 2);
 
     parallel_for(static_cast<size_t>(g.rb), 1, [&](size_t b0, size_t b1) {
       std::vector<float> buf(g.block_elems(), 0.0f);
-      std::vector<uint8_t> codes(static_cast<size_t>(g.bcp));
+      std::vector<uint8_t> codes(g.block_elems());
       for (size_t br = b0; br < b1; ++br) {
-        Lanes& L32 = partial[2 * br];
-        Lanes& Lp2 = partial[2 * br + 1];
         const int64_t r0 = static_cast<int64_t>(br) * block;
         const int nr = static_cast<int>(std::min<int64_t>(rows - r0, block));
+        const int n = nr * g.bcp;  // the block's padded elements, contiguous in buf
         for (int bc = 0; bc < g.cb; ++bc) {
           const int64_t c0 = static_cast<int64_t>(bc) * block;
           const int nc = static_cast<int>(std::min<int64_t>(cols - c0, block));
@@ -226,18 +360,35 @@ std::vector<QuantStats> inspect_matrix(const uint8_t* data, DType dtype, int64_t
             load_elems(data + (static_cast<size_t>(r0 + r) * static_cast<size_t>(cols) + static_cast<size_t>(c0)) * esize,
                        dtype, static_cast<size_t>(nc), buf.data() + static_cast<size_t>(r) * static_cast<size_t>(g.bcp));
           // amax as quantize_blocks reduces it: NaN-ignoring max of |x| on the bits.
-          uint32_t m = 0, all = 0;
-          for (int r = 0; r < nr; ++r) {
-            const float* row = buf.data() + static_cast<size_t>(r) * static_cast<size_t>(g.bcp);
-            for (int c = 0; c < g.bcp; ++c) {
-              const uint32_t a = std::bit_cast<uint32_t>(row[c]) & 0x7FFFFFFFu;
-              const uint32_t keep = 0u - static_cast<uint32_t>(a <= 0x7F800000u);
-              m = std::max(m, a & keep);
-              all = std::max(all, a);
-            }
+          UV mv = {}, allv = {};
+          for (int i = 0; i < n; i += kLanes) {
+            const UV a = bits(loadv(buf.data() + i)) & 0x7FFFFFFFu;
+            const UV keep = as_u(a <= 0x7F800000u);  // all ones where a is not NaN
+            const UV ak = a & keep;
+            mv = ak > mv ? ak : mv;
+            allv = a > allv ? a : allv;
           }
+          uint32_t m = 0, all = 0;
+          for (int j = 0; j < kLanes; ++j) {
+            m = std::max(m, mv[j]);
+            all = std::max(all, allv[j]);
+          }
+          const bool all_finite = all < 0x7F800000u;
           const size_t bidx = br * static_cast<size_t>(g.cb) + static_cast<size_t>(bc);
-          if (record_amax) block_amax[bidx] = static_cast<double>(std::bit_cast<float>(m));
+          if (first_pass) {
+            block_amax[bidx] = static_cast<double>(std::bit_cast<float>(m));
+            DV sx2 = common[br].sx2;
+            IV nonfin = {};
+            for (int i = 0; i < n; i += kLanes) {
+              const FV xv = loadv(buf.data() + i);
+              const IV fin = (bits(xv) & 0x7FFFFFFFu) < 0x7F800000u;
+              const DV xd = __builtin_convertvector(fin, LV) != 0 ? __builtin_convertvector(xv, DV) : DV{};
+              sx2 += xd * xd;
+              nonfin += fin + 1;  // fin is -1 (finite) or 0
+            }
+            common[br].sx2 = sx2;
+            for (int j = 0; j < kLanes; ++j) common[br].nonfinite += nonfin[j];
+          }
           const bool partial_block = nr < block || nc < block;
           if (conv == ScaleConvention::nemo_refit && partial_block) {
             const uint32_t a = std::bit_cast<uint32_t>(last) & 0x7FFFFFFFu;
@@ -250,19 +401,22 @@ std::vector<QuantStats> inspect_matrix(const uint8_t* data, DType dtype, int64_t
             o.convention = conv;
             o.pow2 = mode == 1;
             const BlockScale s = num::compute_block_scale(amax, o);
-            Lanes& L = mode == 0 ? L32 : Lp2;
+            ModeAcc& acc = partial[2 * br + static_cast<size_t>(mode)];
             uint8_t* te = te_codes[mode].empty() ? nullptr : te_codes[mode].data() + bidx * g.block_elems();
-            uint32_t differ = 0;
-            for (int r = 0; r < nr; ++r) {
-              const size_t off = static_cast<size_t>(r) * static_cast<size_t>(g.bcp);
-              uint8_t* dst = store_te ? te + off : codes.data();
-              kernel(buf.data() + off, g.bcp, s, dst, L);
-              if (compare_te) {
-                const uint8_t* ref = te + off;
-                for (int c = 0; c < g.bcp; ++c) differ |= static_cast<uint32_t>(dst[c] ^ ref[c]);
+            // TE's codes: stored (first pass) or compared against (later passes).
+            uint8_t* dst = store_te || compare_te ? te : codes.data();
+            bool done = false;
+            if (all_finite) {
+              // The largest |v| of the block: its amax element's (v is monotonic in |x|).
+              const float vmax = conv == ScaleConvention::vllm ? amax / s.scale_inv : amax * s.scale;
+              ModeAcc fast = acc;
+              (vmax <= kSatThreshold ? fast_nosat_kernel : fast_kernel)(buf.data(), n, s, dst, fast);
+              if (fast.clip == acc.clip) {  // no element past 464: the float error was exact
+                acc = fast;
+                done = true;
               }
             }
-            L.blocks_differ += differ != 0 ? 1 : 0;
+            if (!done) exact_kernel(buf.data(), n, s, dst, acc);
           }
         }
       }
@@ -273,21 +427,21 @@ std::vector<QuantStats> inspect_matrix(const uint8_t* data, DType dtype, int64_t
       q.convention = conv;
       q.pow2 = mode == 1;
       for (int br = 0; br < g.rb; ++br) {
-        const Lanes& L = partial[2 * static_cast<size_t>(br) + static_cast<size_t>(mode)];
+        const ModeAcc& acc = partial[2 * static_cast<size_t>(br) + static_cast<size_t>(mode)];
+        const RowCommon& rc = common[static_cast<size_t>(br)];
         for (int j = 0; j < kLanes; ++j) {
-          q.sum_sq_x += L.sx2[j];
-          q.sum_sq_err += L.se2[j];
-          q.saturated += L.sat[j];
-          q.clipped += L.clip[j];
-          q.flushed += L.flush[j];
-          q.nonfinite += L.nonfin[j];
+          q.sum_sq_x += rc.sx2[j];
+          q.sum_sq_err += acc.se2[j];
         }
-        q.blocks_differ += L.blocks_differ;
+        q.saturated += acc.sat;
+        q.clipped += acc.clip;
+        q.flushed += acc.flush;
+        q.nonfinite += rc.nonfinite;
+        q.blocks_differ += acc.blocks_differ;
       }
       q.snr_db = snr_db(q.sum_sq_x, q.sum_sq_err);
       q.rel_fro_err = q.sum_sq_x == 0.0 ? (q.sum_sq_err == 0.0 ? 0.0 : std::numeric_limits<double>::infinity())
                                         : std::sqrt(q.sum_sq_err / q.sum_sq_x);
-      if (!compare_te) q.blocks_differ = 0;
       q.blocks_differ_frac = static_cast<double>(q.blocks_differ) / static_cast<double>(nblocks);
       out.push_back(q);
     }
@@ -559,6 +713,111 @@ void write_inspect_file(const std::string& path, const InspectResult& r, const s
   } catch (const std::exception& e) {
     RLP_THROW_INPUT("cannot write inspect file '{}': {}", path, e.what());
   }
+}
+
+namespace {
+
+std::string read_format_attr(hid_t file) {
+  return h5::attr_exists(file, "format") ? h5::read_attr_string(file, "format", "/format") : std::string();
+}
+
+nlohmann::json parse_json(const std::string& text, const std::string& what) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw h5::H5Failure(what + ": invalid JSON: " + e.what());
+  }
+}
+
+}  // namespace
+
+bool is_inspect_file(const std::string& path) {
+  bool yes = false;
+  try {
+    h5::read_file(path, "inspect file", [&](hid_t file) { yes = read_format_attr(file) == "rlparity-inspect"; });
+  } catch (const std::exception&) {
+    return false;
+  }
+  return yes;
+}
+
+InspectResult read_inspect_file(const std::string& path) {
+  InspectResult r;
+  h5::read_file(path, "inspect file", [&](hid_t file) {
+    if (read_format_attr(file) != "rlparity-inspect")
+      throw h5::H5Failure("not an inspect file (root attribute format is not \"rlparity-inspect\")");
+    int64_t version = 0;
+    h5::read_attr_scalar(file, "inspect_version", H5T_NATIVE_INT64, &version, "/inspect_version");
+    if (version != 1) throw h5::H5Failure("inspect_version " + std::to_string(version) + " not supported (this rlparity reads 1)");
+    r.checkpoint_path = h5::read_attr_string(file, "checkpoint_path", "/checkpoint_path");
+    r.checkpoint_hash = h5::read_attr_string(file, "checkpoint_hash", "/checkpoint_hash");
+    r.model_spec = parse_json(h5::read_attr_string(file, "model_spec", "/model_spec"), "/model_spec");
+    r.recommendation = h5::read_attr_string(file, "recommendation", "/recommendation");
+    r.flagged_layers = parse_json(h5::read_attr_string(file, "flagged_layers", "/flagged_layers"), "/flagged_layers")
+                           .get<std::vector<int>>();
+    int32_t F = 0, K = 0;
+    h5::read_attr_scalar(file, "bf16_first_layers", H5T_NATIVE_INT32, &F, "/bf16_first_layers");
+    h5::read_attr_scalar(file, "bf16_last_layers", H5T_NATIVE_INT32, &K, "/bf16_last_layers");
+    r.bf16_first_layers = F;
+    r.bf16_last_layers = K;
+    const nlohmann::json order = parse_json(h5::read_attr_string(file, "order", "/order"), "/order");
+    h5::Id tensors = h5::open_group(file, "tensors", "/tensors");
+    for (const auto& name : order.get<std::vector<std::string>>()) {
+      const std::string base = "/tensors/" + name;
+      h5::Id g = h5::open_group(tensors.get(), name, base);
+      auto f64 = [&](const std::string& a) {
+        double v = 0.0;
+        h5::read_attr_scalar(g.get(), a, H5T_NATIVE_DOUBLE, &v, base + "/" + a);
+        return v;
+      };
+      auto i64 = [&](const std::string& a) {
+        int64_t v = 0;
+        h5::read_attr_scalar(g.get(), a, H5T_NATIVE_INT64, &v, base + "/" + a);
+        return v;
+      };
+      TensorInspection t;
+      t.name = name;
+      t.layer = static_cast<int>(i64("layer"));
+      t.proj = h5::read_attr_string(g.get(), "proj", base + "/proj");
+      t.dtype = h5::read_attr_string(g.get(), "dtype", base + "/dtype");
+      t.rows = i64("rows");
+      t.cols = i64("cols");
+      t.blocks = i64("blocks");
+      t.amax_min = f64("amax_min");
+      t.amax_median = f64("amax_median");
+      t.amax_max = f64("amax_max");
+      for (const ScaleConvention c : inspect_conventions())
+        for (const bool pow2 : {false, true}) {
+          const std::string pre = std::string(convention_name(c)) + (pow2 ? "_pow2_" : "_fp32_");
+          QuantStats q;
+          q.convention = c;
+          q.pow2 = pow2;
+          q.snr_db = f64(pre + "snr_db");
+          q.rel_fro_err = f64(pre + "rel_fro_err");
+          q.saturated = i64(pre + "saturated");
+          q.clipped = i64(pre + "clipped");
+          q.flushed = i64(pre + "flushed");
+          q.nonfinite = i64(pre + "nonfinite");
+          q.blocks_differ_frac = f64(pre + "blocks_differ_frac");
+          q.blocks_differ = static_cast<int64_t>(std::llround(q.blocks_differ_frac * static_cast<double>(t.blocks)));
+          t.stats.push_back(q);
+        }
+      r.tensors.push_back(std::move(t));
+    }
+    h5::Id layers = h5::open_group(file, "layers", "/layers");
+    const auto idx = h5::read_dataset<double>(layers.get(), "layer", H5T_NATIVE_DOUBLE, "/layers/layer");
+    const auto snr = h5::read_dataset<double>(layers.get(), "worst_snr_db", H5T_NATIVE_DOUBLE, "/layers/worst_snr_db");
+    const auto flagged = h5::read_dataset<double>(layers.get(), "flagged", H5T_NATIVE_DOUBLE, "/layers/flagged");
+    const auto spread =
+        h5::read_dataset<double>(layers.get(), "max_amax_spread", H5T_NATIVE_DOUBLE, "/layers/max_amax_spread");
+    const auto worst = h5::read_string_dataset(layers.get(), "worst_tensor", "/layers/worst_tensor");
+    if (snr.size() != idx.size() || flagged.size() != idx.size() || spread.size() != idx.size() ||
+        worst.size() != idx.size())
+      throw h5::H5Failure("/layers: datasets of different lengths");
+    for (std::size_t i = 0; i < idx.size(); ++i)
+      r.layers.push_back({static_cast<int>(idx[i]), snr[i], worst[i], spread[i], flagged[i] != 0.0});
+  });
+  return r;
 }
 
 }  // namespace rlp

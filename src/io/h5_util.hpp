@@ -115,4 +115,9 @@ bool dataset_is_string(hid_t loc, const std::string& name, const std::string& wh
 // the directory and the overwrite policy.
 void write_file_atomic(const std::string& path, const std::function<void(hid_t file)>& write);
 
+// Opens an existing HDF5 file read-only (strong close degree) under h5_mutex() and calls
+// read(file). Every failure is an InputError: "cannot read <what> '<path>': no such file | it is a
+// directory | <errno text> | not an HDF5 file", or "<what> '<path>': <what read() threw>".
+void read_file(const std::string& path, const std::string& what, const std::function<void(hid_t file)>& read);
+
 }  // namespace rlp::h5

@@ -117,6 +117,15 @@ void write_contents(hid_t file, const RunData& run) {
   h5::write_attr_scalar(file, "seed", H5T_STD_U64LE, H5T_NATIVE_UINT64, &seed, "/seed");
   h5::write_attr_string(file, "model_spec", run.model_spec.dump(), "/model_spec");
   h5::write_attr_string(file, "extra", run.extra.dump(), "/extra");
+  // The backend that computed the kernel paths, also as plain root attributes (replay runs only):
+  // `backend`, and for cuda the device and library versions (docs/hdf5-schema.md).
+  if (run.extra.is_object() && run.extra.contains("backend") && run.extra["backend"].is_string()) {
+    h5::write_attr_string(file, "backend", run.extra["backend"].get<std::string>(), "/backend");
+    const auto info = run.extra.find("backend_info");
+    if (info != run.extra.end() && info->is_object())
+      for (const auto& [k, v] : info->items())
+        h5::write_attr_string(file, k, v.is_string() ? v.get<std::string>() : v.dump(), "/" + k);
+  }
 
   {
     Id in = h5::create_group(file, "inputs", "/inputs");
@@ -300,29 +309,9 @@ void write_run_file(const std::string& path, const RunData& run, bool force) {
 }
 
 RunData read_run_file(const std::string& path) {
-  std::error_code ec;
-  if (!fs::exists(path, ec)) RLP_THROW_INPUT("cannot read run file '{}': no such file", path);
-  if (fs::is_directory(path, ec)) RLP_THROW_INPUT("cannot read run file '{}': it is a directory", path);
-  if (::access(path.c_str(), R_OK) != 0)
-    RLP_THROW_INPUT("cannot read run file '{}': {}", path, std::strerror(errno));
-  std::lock_guard<std::mutex> lock(h5::h5_mutex());
-  h5::silence_errors();
-  const htri_t is_h5 = H5Fis_hdf5(path.c_str());
-  if (is_h5 <= 0) {
-    H5Eclear2(H5E_DEFAULT);
-    RLP_THROW_INPUT("cannot read run file '{}': not an HDF5 file", path);
-  }
-  try {
-    Id fapl = h5::make_id(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "create file access property list");
-    h5::check_status(H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG), "set file close degree");
-    Id file = h5::make_id(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose, "open file");
-    RunData run = read_contents(file.get());
-    file.close("close file");
-    return run;
-  } catch (const std::exception& e) {
-    H5Eclear2(H5E_DEFAULT);
-    RLP_THROW_INPUT("run file '{}': {}", path, e.what());
-  }
+  RunData run;
+  h5::read_file(path, "run file", [&](hid_t file) { run = read_contents(file); });
+  return run;
 }
 
 }  // namespace rlp

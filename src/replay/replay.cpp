@@ -16,6 +16,7 @@
 #include "rlparity/model/forward.hpp"
 #include "rlparity/model/oracle_ops.hpp"
 #include "rlparity/replay/kv_calibration.hpp"
+#include "rlparity/replay/path_runner.hpp"
 #include "rlparity/util/error.hpp"
 #include "rlparity/util/interrupt.hpp"
 #include "rlparity/util/parallel.hpp"
@@ -23,95 +24,6 @@
 
 namespace rlp {
 namespace {
-
-// Rows of the forward whose outputs predict the response tokens, and each layer's hidden state
-// at those rows.
-template <class Mat>
-struct PathOutput {
-  Mat logprobs;              // [R x vocab]
-  std::vector<Mat> hidden;   // per layer [R x hidden]
-};
-
-// One sequence of a group: its tokens (prompt + response) and where the response starts.
-struct SeqTokens {
-  std::vector<int32_t> tokens;
-  int P = 0, R = 0;
-};
-
-// Runs one path over a group of sequences. Response token j of a sequence is predicted by the
-// output at position P-1+j. Teacher-forced: one pass per sequence over positions [0, P+R-1), the
-// sequences in parallel. Decode: a prefill per sequence, then decode steps that advance every
-// unfinished sequence by one token in one call (one weight pass per step for the whole group;
-// rows are computed exactly as single-sequence steps would be, so grouping does not change results).
-template <class Ops>
-std::vector<PathOutput<typename Ops::Mat>> run_path_group(const Ops& ops, SequenceMode mode,
-                                                          const std::vector<SeqTokens>& seqs, bool want_hidden) {
-  using Mat = typename Ops::Mat;
-  const ModelSpec& spec = ops.spec();
-  const std::size_t G = seqs.size();
-  std::vector<PathOutput<Mat>> out(G);
-  for (std::size_t i = 0; i < G; ++i) {
-    out[i].logprobs.resize(seqs[i].R, spec.vocab);
-    if (want_hidden) out[i].hidden.assign(static_cast<std::size_t>(spec.layers), Mat(seqs[i].R, spec.hidden));
-  }
-  if (mode == SequenceMode::teacher_forced) {
-    parallel_for(G, 1, [&](std::size_t b, std::size_t e) {
-      for (std::size_t i = b; i < e; ++i) {
-        const SeqTokens& s = seqs[i];
-        auto cache = ops.new_cache(s.P + s.R);
-        Mat lp;
-        LayerHook<Mat> hook;
-        if (want_hidden)
-          hook = [&](int layer, const Mat& h) { out[i].hidden[static_cast<std::size_t>(layer)] = h.bottomRows(s.R); };
-        forward(ops, cache, s.tokens.data(), s.P + s.R - 1, 0, lp, hook);
-        out[i].logprobs = lp.bottomRows(s.R);
-      }
-    });
-    return out;
-  }
-  std::vector<typename Ops::Cache> caches;
-  caches.reserve(G);
-  int max_r = 0;
-  for (std::size_t i = 0; i < G; ++i) {
-    const SeqTokens& s = seqs[i];
-    caches.push_back(ops.new_cache(s.P + s.R));
-    Mat lp;
-    LayerHook<Mat> hook;
-    if (want_hidden)
-      hook = [&](int layer, const Mat& h) { out[i].hidden[static_cast<std::size_t>(layer)].row(0) = h.row(h.rows() - 1); };
-    forward(ops, caches[i], s.tokens.data(), s.P, 0, lp, hook);
-    out[i].logprobs.row(0) = lp.row(s.P - 1);
-    max_r = std::max(max_r, s.R);
-  }
-  std::vector<std::size_t> active;
-  std::vector<typename Ops::Cache*> cache_ptrs;
-  std::vector<int32_t> tokens;
-  std::vector<int> positions;
-  Mat lp;
-  for (int j = 1; j < max_r; ++j) {
-    active.clear();
-    cache_ptrs.clear();
-    tokens.clear();
-    positions.clear();
-    for (std::size_t i = 0; i < G; ++i) {
-      if (seqs[i].R <= j) continue;
-      const int pos = seqs[i].P + j - 1;
-      active.push_back(i);
-      cache_ptrs.push_back(&caches[i]);
-      tokens.push_back(seqs[i].tokens[static_cast<std::size_t>(pos)]);
-      positions.push_back(pos);
-    }
-    LayerHook<Mat> hook;
-    if (want_hidden)
-      hook = [&](int layer, const Mat& h) {
-        for (std::size_t a = 0; a < active.size(); ++a)
-          out[active[a]].hidden[static_cast<std::size_t>(layer)].row(j) = h.row(static_cast<Eigen::Index>(a));
-      };
-    forward_decode(ops, cache_ptrs, tokens.data(), positions.data(), lp, hook);
-    for (std::size_t a = 0; a < active.size(); ++a) out[active[a]].logprobs.row(j) = lp.row(static_cast<Eigen::Index>(a));
-  }
-  return out;
-}
 
 uint64_t splitmix64(uint64_t& state) {
   uint64_t z = (state += 0x9E3779B97F4A7C15ull);
@@ -312,10 +224,14 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
   // Groups of sequences bound memory (each path holds R x vocab log-prob rows per sequence of the
   // group) while decode steps of a group share one pass over the weights.
   constexpr std::size_t kGroup = 8;
-  std::vector<std::unique_ptr<EmulatedOps>> gen_ops, train_ops;
+  std::vector<std::unique_ptr<PathRunner>> gen_ops, train_ops;
+  auto make_runner = [&](const PathStyle& s) -> std::unique_ptr<PathRunner> {
+    if (opt.backend && opt.backend->make_runner) return opt.backend->make_runner(spec, weights_for(s), s, &kv_scales);
+    return std::make_unique<EmulatedRunner>(spec, weights_for(s), s, &kv_scales);
+  };
   for (const auto& rc : recipes) {
-    gen_ops.push_back(std::make_unique<EmulatedOps>(spec, weights_for(rc.gen), rc.gen, &kv_scales));
-    train_ops.push_back(std::make_unique<EmulatedOps>(spec, weights_for(rc.train), rc.train, &kv_scales));
+    gen_ops.push_back(make_runner(rc.gen));
+    train_ops.push_back(make_runner(rc.train));
   }
   for (std::size_t g0 = 0; g0 < S; g0 += kGroup) {
     const std::size_t g1 = std::min(S, g0 + kGroup);
@@ -340,8 +256,8 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
     for (std::size_t ri = 0; ri < NR; ++ri) {
       check_interrupted();
       const Recipe& rc = recipes[ri];
-      const auto gen = run_path_group(*gen_ops[ri], rc.gen.mode, group, true);
-      const auto train = run_path_group(*train_ops[ri], rc.train.mode, group, true);
+      const auto gen = gen_ops[ri]->run(rc.gen.mode, group, true);
+      const auto train = train_ops[ri]->run(rc.train.mode, group, true);
       auto& m = tok[ri];
       parallel_for(g1 - g0, 1, [&](std::size_t b, std::size_t e) {
         for (std::size_t gi = b; gi < e; ++gi) {
@@ -410,12 +326,13 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
     finalize_recipe(r, resp_off, so);
     run.recipes.push_back(std::move(r));
   }
-  run.extra = {{"backend", "cpu"},
+  run.extra = {{"backend", opt.backend ? opt.backend->name : std::string("cpu")},
                {"sample_recipe", opt.sample_recipe},
                {"sample_path", sampler.gen.to_json()},
                {"max_new_tokens", opt.max_new_tokens},
                {"temperature", opt.temperature},
                {"unused_tensors", ckpt.unused_tensors()}};
+  if (opt.backend && !opt.backend->info.empty()) run.extra["backend_info"] = opt.backend->info;
   return run;
 }
 

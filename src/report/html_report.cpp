@@ -13,6 +13,7 @@
 #include "rlparity/metrics/statistics.hpp"
 #include "rlparity/report/report.hpp"
 #include "rlparity/report/svg.hpp"
+#include "report/sections.hpp"
 #include "rlparity/util/version.hpp"
 
 namespace rlp::report {
@@ -411,7 +412,7 @@ std::string recipe_plots(const RunData& run, std::size_t ri, const PlotData& p, 
     b.title = "Per-layer hidden-state divergence: " + r.name;
     b.x = Axis{"decoder layer (output)", "index", false, {}, {}};
     b.y = Axis{"relative L2 ||a - b|| / ||b||", "", positive, {}, {}};
-    b.width = std::max(640, std::min(1300, static_cast<int>(L * bars.size()) * 14 + 120));
+    b.width = bar_chart_width(L * bars.size());
     o += bar_chart(b, cats, bars);
   }
   o += "</div>\n";
@@ -478,11 +479,91 @@ std::string comparison_plots(const RunData& run, const PlotData& p, const Report
       b.title = "Per-layer divergence gen vs train, all recipes";
       b.x = Axis{"decoder layer (output)", "index", false, {}, {}};
       b.y = Axis{"relative L2, gen vs train", "", positive, {}, {}};
-      b.width = std::max(640, std::min(1300, static_cast<int>(L * bars.size()) * 14 + 120));
+      b.width = bar_chart_width(L * bars.size());
       o += bar_chart(b, cats, bars);
     }
   }
   o += "</div></section>\n";
+  return o;
+}
+
+// A numeric table cell: the value to 6 significant digits, its exact text in data-v (sorting,
+// tests); `col` names the column (data-col) when given.
+std::string num_td(double v, const std::string& col = "") {
+  return fmt::format(R"(<td class="num"{} data-v="{}">{}</td>)", col.empty() ? "" : " data-col=\"" + esc(col) + "\"", format_exact(v),
+                     format_sig(v, 6));
+}
+
+// A table section (attribution, inspect): heading, notes, its bar charts, and the table (sortable;
+// every cell has data-col = the HDF5 name of its value and data-v = the exact value).
+std::string table_section_html(const TableSection& s) {
+  std::string o = fmt::format(R"(<div class="table-section" id="{}"><h3>{}</h3>)", esc(s.id), esc(s.title));
+  o += "\n";
+  for (const auto& n : s.notes) o += fmt::format(R"(<p class="note">{}</p>)", esc(n));
+  if (!s.charts.empty()) {
+    o += "<div class=\"plots\">\n";
+    for (const auto& c : s.charts) o += bar_chart(c.plot, c.categories, c.bars);
+    o += "</div>\n";
+  }
+  o += fmt::format(R"(<div class="scroll"><table class="data sortable" id="{}-table" data-section="{}"><thead><tr>)", esc(s.id), esc(s.id));
+  for (std::size_t k = 0; k < s.headers.size(); ++k) {
+    const bool numeric = !s.rows.empty() && k < s.rows[0].size() && s.rows[0][k].numeric;
+    o += fmt::format(R"(<th data-type="{}" data-col="{}">{}</th>)", numeric ? "num" : "str", esc(s.keys[k]), esc(s.headers[k]));
+  }
+  o += "</tr></thead><tbody>\n";
+  for (const auto& row : s.rows) {
+    o += "<tr>";
+    for (std::size_t k = 0; k < row.size() && k < s.keys.size(); ++k)
+      o += row[k].numeric ? num_td(row[k].value, s.keys[k])
+                          : fmt::format(R"(<td data-col="{}" data-v="{}">{}</td>)", esc(s.keys[k]), esc(row[k].text), esc(row[k].text));
+    o += "</tr>\n";
+  }
+  o += "</tbody></table></div></div>\n";
+  return o;
+}
+
+std::string attribution_html(const RunData& run) {
+  const auto sections = attribution_sections(run);
+  if (sections.empty()) return {};
+  std::string o = R"(<section id="attribution"><h2>Attribution</h2>)";
+  o += "<p class=\"note\">Extra replays of <code>replay --attribute</code> / <code>--kv-scales stale:DIR</code> over the same "
+       "tokens (the run file's /attribution tables, docs/inspect.md). Values are exact in each cell's data-v.</p>\n";
+  for (const auto& s : sections) o += table_section_html(s);
+  o += "</section>\n";
+  return o;
+}
+
+std::string inspect_html(const InspectResult& r, const std::string& path) {
+  std::string o = R"(<section id="inspect"><h2>Checkpoint inspection</h2>)";
+  o += fmt::format(R"(<p class="note">Inspect file <code>{}</code> (<code>rlparity inspect</code>): checkpoint <code>{}</code>, hash <code>{}</code>.</p>)",
+                   esc(path), esc(r.checkpoint_path), esc(r.checkpoint_hash));
+  o += "\n";
+  for (const auto& s : inspect_sections(r)) o += table_section_html(s);
+  o += "</section>\n";
+  return o;
+}
+
+// One row of a header's key/value table.
+std::string meta_row(const std::string& k, const std::string& v) {
+  return fmt::format("<tr><td>{}</td><td>{}</td></tr>\n", esc(k), esc(v));
+}
+
+// The page around the sections: document head with the inline CSS, and the closing footer + script.
+std::string page_open(const std::string& title) {
+  std::string o;
+  o.reserve(1 << 18);
+  o += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n";
+  o += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\n";
+  o += fmt::format("<title>{}</title>\n", esc(title));
+  o += fmt::format("<style>{}</style>\n</head>\n<body>\n<main>\n", kCss);
+  return o;
+}
+
+std::string page_close() {
+  std::string o = fmt::format("<footer>Generated by rlparity {} report. Self-contained: no external resources.</footer>\n", esc(version()));
+  o += "</main>\n<script>";
+  o += kJs;
+  o += "</script>\n</body>\n</html>\n";
   return o;
 }
 
@@ -500,12 +581,11 @@ std::string worst_table(const RunData& run, const RecipeResult& r, const ReportO
                                                                           {"KL(gen || train)", "num"}})
     o += fmt::format(R"(<th data-type="{}">{}</th>)", t, esc(h));
   o += "</tr></thead><tbody>\n";
-  auto num = [](double v) { return fmt::format(R"(<td class="num" data-v="{}">{}</td>)", format_exact(v), format_sig(v, 6)); };
   for (const auto& w : rows) {
     o += fmt::format(R"(<tr><td data-v="{}">{}</td><td class="num" data-v="{}">{}</td><td class="num" data-v="{}">{}</td>)",
                      esc(w.sequence_id), esc(w.sequence_id), w.position, w.position, w.token_id, w.token_id);
-    o += num(w.logp_gen) + num(w.logp_train) + num(w.log_ratio);
-    o += std::isnan(w.kl) ? std::string(R"(<td class="num" data-v="nan">-</td>)") : num(w.kl);
+    o += num_td(w.logp_gen) + num_td(w.logp_train) + num_td(w.log_ratio);
+    o += std::isnan(w.kl) ? std::string(R"(<td class="num" data-v="nan">-</td>)") : num_td(w.kl);
     o += "</tr>\n";
   }
   o += "</tbody></table>\n";
@@ -601,16 +681,11 @@ std::string render_html(const RunData& run, const ReportOptions& opt) {
   if (!run.recipes.empty())
     if (const auto* lg = token_metric(run.recipes.front(), "logp_gen")) ntok = lg->size();
 
-  std::string o;
-  o.reserve(1 << 18);
-  o += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n";
-  o += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\n";
-  o += fmt::format("<title>rlparity report: {}</title>\n", esc(opt.run_path));
-  o += fmt::format("<style>{}</style>\n</head>\n<body>\n<main>\n", kCss);
+  std::string o = page_open("rlparity report: " + opt.run_path);
 
   // Header.
   o += "<header><h1>rlparity mismatch report</h1>\n<table class=\"meta\" id=\"run-meta\"><tbody>\n";
-  auto meta = [&](const std::string& k, const std::string& v) { o += fmt::format("<tr><td>{}</td><td>{}</td></tr>\n", esc(k), esc(v)); };
+  auto meta = [&](const std::string& k, const std::string& v) { o += meta_row(k, v); };
   meta("run file", opt.run_path);
   meta("checkpoint", run.checkpoint_path);
   meta("checkpoint hash", run.checkpoint_hash);
@@ -646,6 +721,8 @@ std::string render_html(const RunData& run, const ReportOptions& opt) {
   o += "</details>\n";
   o += "<nav><a href=\"#summary\">summary</a>";
   if (opt.baseline) o += "<a href=\"#baseline\">baseline deltas</a>";
+  if (!run.attribution.empty()) o += "<a href=\"#attribution\">attribution</a>";
+  if (opt.inspect) o += "<a href=\"#inspect\">inspection</a>";
   o += "<a href=\"#compare\">side by side</a>";
   for (const auto& r : run.recipes) o += fmt::format(R"(<a href="#recipe-{}">{}</a>)", slug(r.name), esc(r.name));
   o += "</nav></header>\n";
@@ -669,6 +746,8 @@ std::string render_html(const RunData& run, const ReportOptions& opt) {
   o += "</details>\n</section>\n";
 
   if (opt.baseline) o += baseline_section(run, opt);
+  o += attribution_html(run);
+  if (opt.inspect) o += inspect_html(*opt.inspect, opt.inspect_path);
 
   const PlotData pd = prepare(run, opt);
   o += comparison_plots(run, pd, opt);
@@ -680,10 +759,23 @@ std::string render_html(const RunData& run, const ReportOptions& opt) {
     o += worst_table(run, r, opt);
     o += "</section>\n";
   }
-  o += fmt::format("<footer>Generated by rlparity {} report. Self-contained: no external resources.</footer>\n", esc(version()));
-  o += "</main>\n<script>";
-  o += kJs;
-  o += "</script>\n</body>\n</html>\n";
+  o += page_close();
+  return o;
+}
+
+std::string render_inspect_html(const InspectResult& r, const ReportOptions& opt) {
+  std::string o = page_open("rlparity inspect report: " + opt.inspect_path);
+  o += "<header><h1>rlparity checkpoint inspection</h1>\n<table class=\"meta\" id=\"run-meta\"><tbody>\n";
+  for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{{"inspect file", opt.inspect_path},
+                                                                             {"checkpoint", r.checkpoint_path},
+                                                                             {"checkpoint hash", r.checkpoint_hash},
+                                                                             {"model", dump_json(r.model_spec)},
+                                                                             {"tensors", std::to_string(r.tensors.size())},
+                                                                             {"recommendation", r.recommendation}})
+    o += meta_row(k, v);
+  o += "</tbody></table>\n<nav><a href=\"#inspect-layers\">layers</a><a href=\"#inspect-tensors\">tensors</a></nav></header>\n";
+  o += inspect_html(r, opt.inspect_path);
+  o += page_close();
   return o;
 }
 

@@ -2,8 +2,10 @@
 // baseline deltas when given) and the worst tokens of each recipe, for a CI step summary.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
+#include "report/sections.hpp"
 #include "rlparity/report/report.hpp"
 #include "rlparity/report/svg.hpp"
 
@@ -23,6 +25,45 @@ std::string cell(const std::string& s) {
 }
 
 std::string code(const std::string& s) { return fmt::format("`{}`", cell(s)); }
+
+// A table section as Markdown: heading, notes, the table in the same row order as the HTML (numbers
+// to 6 significant digits), with a text bar of the section's bar column when it has one (the HTML
+// draws SVG bars).
+std::string table_section_md(const TableSection& s) {
+  std::string o = fmt::format("\n### {}\n\n", cell(s.title));
+  for (const auto& n : s.notes) o += n + "\n\n";
+  const std::size_t rows = s.markdown_rows == 0 ? s.rows.size() : std::min(s.markdown_rows, s.rows.size());
+  const bool bar = s.bar_column < s.headers.size();
+  double top = 0;
+  for (std::size_t r = 0; bar && r < rows; ++r)
+    if (s.bar_column < s.rows[r].size() && std::isfinite(s.rows[r][s.bar_column].value))
+      top = std::max(top, std::abs(s.rows[r][s.bar_column].value));
+  std::string head = "|", rule = "|";
+  for (std::size_t k = 0; k < s.headers.size(); ++k) {
+    head += fmt::format(" {} |", cell(s.headers[k]));
+    rule += !s.rows.empty() && k < s.rows[0].size() && s.rows[0][k].numeric ? "---:|" : "---|";
+  }
+  if (bar) {
+    head += fmt::format(" {} (bar) |", cell(s.headers[s.bar_column]));
+    rule += "---|";
+  }
+  o += head + "\n" + rule + "\n";
+  for (std::size_t r = 0; r < rows; ++r) {
+    const auto& row = s.rows[r];
+    o += "|";
+    for (const auto& c : row) o += fmt::format(" {} |", c.numeric ? format_sig(c.value, 6) : cell(c.text));
+    if (bar) {
+      const double v = s.bar_column < row.size() ? row[s.bar_column].value : 0.0;
+      const int n = top > 0 && std::isfinite(v) ? static_cast<int>(std::lround(20.0 * std::abs(v) / top)) : 0;
+      std::string b;
+      for (int i = 0; i < n; ++i) b += "\u2588";
+      o += fmt::format(" {} |", b.empty() ? "" : "`" + b + "`");
+    }
+    o += "\n";
+  }
+  if (rows < s.rows.size()) o += fmt::format("\n{} more rows in the HTML report.\n", s.rows.size() - rows);
+  return o;
+}
 
 }  // namespace
 
@@ -80,6 +121,20 @@ std::string render_markdown(const RunData& run, const ReportOptions& opt) {
                        format_sig(w.logp_train, 6), format_sig(w.log_ratio, 6), std::isnan(w.kl) ? "-" : format_sig(w.kl, 6));
     o += fmt::format("\n{} of {} tokens omitted (showing the {} with the largest |log ratio|).\n", n - rows.size(), n, rows.size());
   }
+  const auto attribution = attribution_sections(run);
+  if (!attribution.empty()) o += "\n## Attribution\n";
+  for (const auto& s : attribution) o += table_section_md(s);
+  if (opt.inspect) {
+    o += fmt::format("\n## Checkpoint inspection: {}\n", code(opt.inspect_path));
+    for (const auto& s : inspect_sections(*opt.inspect)) o += table_section_md(s);
+  }
+  return o;
+}
+
+std::string render_inspect_markdown(const InspectResult& r, const ReportOptions& opt) {
+  std::string o = fmt::format("## rlparity inspect report: {}\n\n", code(opt.inspect_path));
+  o += fmt::format("Checkpoint {} (hash {}), {} tensors.\n", code(r.checkpoint_path), code(r.checkpoint_hash), r.tensors.size());
+  for (const auto& s : inspect_sections(r)) o += table_section_md(s);
   return o;
 }
 

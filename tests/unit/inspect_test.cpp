@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <filesystem>
 #include <random>
@@ -203,6 +204,62 @@ TEST(Inspect, ThreadCountDoesNotChangeResults) {
     EXPECT_EQ(a[i].sum_sq_x, b[i].sum_sq_x);
     EXPECT_EQ(a[i].flushed, b[i].flushed);
     EXPECT_EQ(a[i].blocks_differ, b[i].blocks_differ);
+  }
+}
+
+// The vectorized kernel's codes and dequantized values against the scalar header functions
+// (num::quantize_with, num::fp8_to_float) on every element: outliers, float and e4m3 subnormals,
+// +-0, exact ties between e4m3 neighbours (normal and subnormal range), values at and beyond the
+// saturation threshold, inf and NaN; each convention with fp32 and pow2 scales from several amaxes
+// (including 0, tiny, huge and non-finite ones).
+TEST(Inspect, FastPathEqualsScalarHeaderOnEveryElement) {
+  std::vector<float> x;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> d(0.0f, 0.02f);
+  for (int i = 0; i < 4096; ++i) x.push_back(d(rng));
+  for (float v : {0.0f, -0.0f, 37.5f, -9.25f, 1e-30f, -1e-38f, 1e-45f, 0x1p-126f, 0x1p-149f, 448.0f, -448.0f, 464.0f,
+                  465.0f, 480.0f, 1e30f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                  std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::max()})
+    x.push_back(v);
+  // Ties: midpoints of neighbouring e4m3 values (every code), and one ulp either side of them.
+  for (uint32_t c = 0; c < 0x7E; ++c) {
+    const float lo = num::fp8_to_float(static_cast<uint8_t>(c), num::Fp8Kind::e4m3);
+    const float hi = num::fp8_to_float(static_cast<uint8_t>(c + 1), num::Fp8Kind::e4m3);
+    const float mid = (lo + hi) / 2.0f;  // exact: one more mantissa bit
+    for (float v : {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e9f)}) {
+      x.push_back(v);
+      x.push_back(-v);
+    }
+  }
+  // 2^18 float bit patterns at an odd stride: every exponent, both signs, varied low bits, NaN payloads.
+  for (uint64_t u = 0; u < (1ull << 32); u += 16411) x.push_back(std::bit_cast<float>(static_cast<uint32_t>(u)));
+  while (x.size() % 16 != 0) x.push_back(0.5f);
+  std::vector<uint8_t> codes(x.size());
+  std::vector<float> deq(x.size());
+  for (float amax : {1.0f, 37.5f, 448.0f, 0.0f, 1e-30f, 3e38f, std::numeric_limits<float>::infinity(),
+                     std::numeric_limits<float>::quiet_NaN()}) {
+    for (ScaleConvention c : inspect_conventions()) {
+      for (bool pow2 : {false, true}) {
+        SCOPED_TRACE(std::string(convention_name(c)) + (pow2 ? " pow2 amax " : " fp32 amax ") + std::to_string(amax));
+        num::ScaleOptions o;
+        o.convention = c;
+        o.pow2 = pow2;
+        const num::BlockScale s = num::compute_block_scale(amax, o);
+        inspect_quantize(x.data(), x.size(), c, s, codes.data(), deq.data());
+        int bad = 0;
+        for (std::size_t i = 0; i < x.size() && bad < 5; ++i) {
+          const uint8_t want = num::quantize_with(x[i], s, o);
+          const float want_deq = num::fp8_to_float(want, num::Fp8Kind::e4m3) * s.scale_inv;
+          const bool same_deq = std::bit_cast<uint32_t>(deq[i]) == std::bit_cast<uint32_t>(want_deq) ||
+                                (std::isnan(deq[i]) && std::isnan(want_deq));
+          if (codes[i] != want || !same_deq) {
+            ++bad;
+            ADD_FAILURE() << "x = " << x[i] << " (bits " << std::hex << std::bit_cast<uint32_t>(x[i]) << "): code "
+                          << int(codes[i]) << " vs " << int(want) << ", deq " << deq[i] << " vs " << want_deq << std::dec;
+          }
+        }
+      }
+    }
   }
 }
 

@@ -3,6 +3,8 @@
 // file's attributes, tables are capped with a note, the Markdown tables parse, output is
 // deterministic, and a 1e6-token run gives a small page. Plus unit tests of the SVG writer.
 #include <gtest/gtest.h>
+#include <fmt/format.h>
+#include <hdf5.h>
 
 #include <chrono>
 #include <cmath>
@@ -15,8 +17,10 @@
 
 #include "rlparity/gate/gate.hpp"
 #include "rlparity/gate/thresholds.hpp"
+#include "rlparity/inspect/inspect.hpp"
 #include "rlparity/io/run_data.hpp"
 #include "rlparity/metrics/statistics.hpp"
+#include "rlparity/model/checkpoint_writer.hpp"
 #include "rlparity/report/report.hpp"
 #include "rlparity/report/svg.hpp"
 #include "unit/gate_test_util.hpp"
@@ -535,6 +539,364 @@ TEST(ReportLarge, MillionTokenRunGivesASmallPage) {
   EXPECT_NO_THROW(parse_html(html));
   EXPECT_NE(html.find("tokens omitted"), std::string::npos);
   EXPECT_LT(std::filesystem::file_size(d / "big.md"), 64u * 1024);
+}
+
+
+// ---- attribution and inspect sections ----
+
+// Attribution tables shaped as replay --attribute writes them (src/replay/attribution.cpp).
+void add_attribution(rlp::RunData& run, std::size_t L) {
+  std::mt19937_64 rng(42);
+  std::uniform_real_distribution<double> u(1e-4, 5e-2);
+  rlp::AttributionTable t;
+  for (std::size_t l = 0; l < L; ++l) {
+    t.values["layer"].push_back(static_cast<double>(l));
+    t.values["mean_abs_log_ratio"].push_back(u(rng));
+    t.values["mean_kl_gen_train"].push_back(u(rng) * 0.1);
+    t.values["excess_mean_abs_log_ratio"].push_back(t.values["mean_abs_log_ratio"].back() - 1e-3);
+    t.values["excess_mean_kl_gen_train"].push_back(t.values["mean_kl_gen_train"].back() - 1e-5);
+  }
+  std::vector<std::size_t> idx(L);
+  for (std::size_t i = 0; i < L; ++i) idx[i] = i;
+  std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) { return t.values["mean_abs_log_ratio"][a] > t.values["mean_abs_log_ratio"][b]; });
+  t.values["rank"].assign(L, 0.0);
+  for (std::size_t r = 0; r < L; ++r) t.values["rank"][idx[r]] = static_cast<double>(r + 1);
+  t.info = {{"recipe", "fp8-gen"}, {"method", "one layer fp8"}, {"baseline_no_fp8_layer", {{"mean_abs_log_ratio", 1e-3}, {"mean_kl_gen_train", 1e-5}}}};
+  run.attribution["layers"] = t;
+
+  rlp::AttributionTable c;
+  for (int F = 0; F <= 2; ++F)
+    for (int K = 0; K <= 2; ++K) {
+      c.values["bf16_first_layers"].push_back(F);
+      c.values["bf16_last_layers"].push_back(K);
+      c.values["bf16_layers"].push_back(F + K);
+      c.values["mean_abs_log_ratio"].push_back(0.05 / (1.0 + F + 2.0 * K) + u(rng) * 1e-3);
+      c.values["mean_kl_gen_train"].push_back(u(rng) * 1e-2);
+      c.values["removed_per_bf16_layer"].push_back(F + K > 0 ? (c.values["mean_abs_log_ratio"][0] - c.values["mean_abs_log_ratio"].back()) / (F + K) : 0.0);
+      c.values["recommended"].push_back(F == 0 && K == 1 ? 1.0 : 0.0);
+    }
+  c.info = {{"recipe", "fp8-gen"},
+            {"criterion", "most removed per bf16 layer"},
+            {"full_recipe", {{"mean_abs_log_ratio", c.values["mean_abs_log_ratio"][0]}, {"mean_kl_gen_train", c.values["mean_kl_gen_train"][0]}}},
+            {"recommended", {{"bf16_first_layers", 0}, {"bf16_last_layers", 1}, {"mean_abs_log_ratio", c.values["mean_abs_log_ratio"][1]},
+                             {"mean_kl_gen_train", c.values["mean_kl_gen_train"][1]}, {"flags", "--bf16-first-layers 0 --bf16-last-layers 1"}}}};
+  run.attribution["layer_candidates"] = c;
+
+  rlp::AttributionTable k;
+  for (const char* name : {"linear", "gemm-accum", "attention", "kv-cache", "residual"}) {
+    k.labels["knob"].push_back(name);
+    k.labels["gen_value"].push_back(std::string("gen-") + name);
+    k.labels["train_value"].push_back(std::string("train-") + name);
+    k.values["mean_abs_log_ratio"].push_back(u(rng));
+    k.values["mean_kl_gen_train"].push_back(u(rng) * 0.1);
+    k.values["rank"].push_back(0);
+  }
+  k.info = {{"recipe", "fp8-gen"}, {"method", "one knob"}, {"aligned", {{"mean_abs_log_ratio", 0.0}}}, {"all_knobs", {{"mean_abs_log_ratio", 0.04}}}};
+  run.attribution["knobs"] = k;
+
+  rlp::AttributionTable v;
+  for (const char* name : {"fp8-e2e-kv", "fp8-kv-b"}) {
+    const double a = u(rng), b = a + u(rng);
+    v.labels["recipe"].push_back(name);
+    v.values["mean_abs_log_ratio_recalibrated"].push_back(a);
+    v.values["mean_abs_log_ratio_stale"].push_back(b);
+    v.values["mean_abs_log_ratio_added"].push_back(b - a);
+    v.values["mean_kl_gen_train_recalibrated"].push_back(a * 0.1);
+    v.values["mean_kl_gen_train_stale"].push_back(b * 0.1);
+    v.values["mean_kl_gen_train_added"].push_back((b - a) * 0.1);
+  }
+  v.info = {{"stale_dir", "/ckpt/step-100"}, {"method", "nemo"}};
+  run.attribution["kv_scales"] = v;
+}
+
+const XmlElement* by_id(const XmlElement& root, const std::string& id) {
+  const auto v = find_all(root, [&](const XmlElement& e) { return attr(e, "id") == id; });
+  return v.size() == 1 ? v[0] : nullptr;
+}
+
+// The rows (<tr> of <tbody>) of a table section's table, as column -> data-v.
+std::vector<std::map<std::string, std::string>> section_rows(const XmlElement& root, const std::string& id) {
+  std::vector<std::map<std::string, std::string>> out;
+  const XmlElement* t = by_id(root, id + "-table");
+  if (!t) return out;
+  for (const auto& tr : t->children.at(1).children) {
+    std::map<std::string, std::string> row;
+    for (const auto& td : tr.children) row[attr(td, "data-col")] = attr(td, "data-v");
+    out.push_back(row);
+  }
+  return out;
+}
+
+bool same_number(const std::string& text, double v) {
+  const double x = std::strtod(text.c_str(), nullptr);
+  return x == v || (std::isnan(x) && std::isnan(v));
+}
+
+// The values of the first series of a bar chart, from the bars' titles ("label category: value").
+std::vector<double> chart_values(const XmlElement& root, const std::string& plot_id) {
+  std::vector<double> out;
+  const auto svgs = find_all(root, [&](const XmlElement& e) { return e.name == "svg" && attr(e, "data-plot") == plot_id; });
+  if (svgs.size() != 1) return out;
+  const auto groups = find_all(*svgs[0], [](const XmlElement& e) { return e.name == "g" && e.attrs.count("data-series"); });
+  if (groups.empty()) return out;
+  for (const auto& rect : groups[0]->children) {
+    const std::string title = rect.children.empty() ? std::string() : rect.children[0].text;
+    out.push_back(std::strtod(title.substr(title.rfind(": ") + 2).c_str(), nullptr));
+  }
+  return out;
+}
+
+// Markdown table rows (cells, trimmed) after the heading `### title`.
+std::vector<std::vector<std::string>> md_section_rows(const std::string& md, const std::string& title) {
+  std::vector<std::vector<std::string>> out;
+  const auto at = md.find("### " + title + "\n");
+  if (at == std::string::npos) return out;
+  std::stringstream ss(md.substr(at));
+  std::string line;
+  int seen = 0;
+  bool in = false;
+  while (std::getline(ss, line)) {
+    if (!line.empty() && line[0] == '|') {
+      in = true;
+      if (++seen <= 2) continue;  // header, separator
+      std::vector<std::string> cells;
+      std::string cur;
+      for (std::size_t i = 1; i < line.size(); ++i) {
+        if (line[i] == '|' && line[i - 1] != '\\') {
+          const auto b = cur.find_first_not_of(' '), e = cur.find_last_not_of(' ');
+          cells.push_back(b == std::string::npos ? std::string() : cur.substr(b, e - b + 1));
+          cur.clear();
+        } else {
+          cur += line[i];
+        }
+      }
+      out.push_back(cells);
+    } else if (in) {
+      break;
+    }
+  }
+  return out;
+}
+
+struct SectionSpec {
+  std::string kind, id, title, key, sort;  // key: column that identifies a row
+};
+const std::vector<SectionSpec>& attribution_specs() {
+  static const std::vector<SectionSpec> v = {
+      {"layers", "attribution-layers", "Layer attribution", "layer", "mean_abs_log_ratio"},
+      {"layer_candidates", "attribution-layer-candidates", "bf16 first/last layers: the recommendation, measured", "", "mean_abs_log_ratio"},
+      {"knobs", "attribution-knobs", "Knob attribution", "knob", "mean_abs_log_ratio"},
+      {"kv_scales", "attribution-kv-scales", "Stale KV-cache scales", "recipe", "mean_abs_log_ratio_added"}};
+  return v;
+}
+
+// Index of the HDF5 row a report row shows: by its key column, or (candidates) by F and K.
+std::size_t hdf5_row(const rlp::AttributionTable& t, const SectionSpec& sp, const std::map<std::string, std::string>& row) {
+  const std::size_t n = t.values.at(sp.sort).size();
+  for (std::size_t i = 0; i < n; ++i) {
+    if (sp.key.empty()) {
+      if (same_number(row.at("bf16_first_layers"), t.values.at("bf16_first_layers")[i]) &&
+          same_number(row.at("bf16_last_layers"), t.values.at("bf16_last_layers")[i]))
+        return i;
+    } else if (t.labels.count(sp.key) ? t.labels.at(sp.key)[i] == row.at(sp.key) : same_number(row.at(sp.key), t.values.at(sp.key)[i])) {
+      return i;
+    }
+  }
+  return n;
+}
+
+TEST(ReportSections, AttributionSectionsShowTheHdf5Values) {
+  rlp_test::TempDir d("report-attr");
+  rlp::RunData made = make_run(SynthSpec{});
+  add_attribution(made, 7);
+  rlp::write_run_file(d / "run.h5", made, false);
+  const rlp::RunData run = rlp::read_run_file(d / "run.h5");  // the HDF5 values
+  ASSERT_EQ(run.attribution.size(), 4u);
+  const std::string html = rlp::report::render_html(run, default_opts());
+  const std::string md = rlp::report::render_markdown(run, default_opts());
+  const auto root = parse_html(html);
+  ASSERT_NE(by_id(root, "attribution"), nullptr);
+  for (const auto& sp : attribution_specs()) {
+    SCOPED_TRACE(sp.kind);
+    const rlp::AttributionTable& t = run.attribution.at(sp.kind);
+    const auto rows = section_rows(root, sp.id);
+    const std::size_t n = t.values.at(sp.sort).size();
+    ASSERT_EQ(rows.size(), n);
+    double prev = INFINITY;
+    std::set<std::size_t> seen;
+    for (const auto& row : rows) {
+      const std::size_t i = hdf5_row(t, sp, row);
+      ASSERT_LT(i, n);
+      seen.insert(i);
+      // Every column of the HDF5 table is shown, with its exact value.
+      for (const auto& [k, v] : t.values) {
+        ASSERT_TRUE(row.count(k)) << k;
+        EXPECT_TRUE(same_number(row.at(k), v[i])) << k << ": " << row.at(k) << " vs " << v[i];
+      }
+      for (const auto& [k, v] : t.labels) EXPECT_EQ(row.at(k), v[i]) << k;
+      // Sorted by divergence, largest first.
+      EXPECT_LE(t.values.at(sp.sort)[i], prev);
+      prev = t.values.at(sp.sort)[i];
+    }
+    EXPECT_EQ(seen.size(), n);
+    // The chart's first series draws the sorted column in the table's order.
+    const auto bars = chart_values(root, sp.id);
+    ASSERT_EQ(bars.size(), n);
+    for (std::size_t r = 0; r < n; ++r) EXPECT_TRUE(same_number(rows[r].at(sp.sort), bars[r]));
+    // Markdown: the same rows in the same order, 6 significant digits.
+    const auto mrows = md_section_rows(md, sp.title);
+    ASSERT_EQ(mrows.size(), n);
+    const XmlElement* table = by_id(root, sp.id + "-table");
+    const auto& ths = table->children.at(0).children.at(0).children;
+    for (std::size_t r = 0; r < n; ++r)
+      for (std::size_t c = 0; c < ths.size(); ++c) {
+        const std::string col = attr(ths[c], "data-col");
+        if (t.values.count(col)) {
+          const double want = std::strtod(rows[r].at(col).c_str(), nullptr);
+          EXPECT_NEAR(std::strtod(mrows[r][c].c_str(), nullptr), want, 5e-6 * std::abs(want) + 1e-300) << col;
+        } else {
+          EXPECT_EQ(mrows[r][c], rows[r].at(col)) << col;
+        }
+      }
+  }
+  // The recommendation: flags and the divergence it leaves, from /attribution/layer_candidates info.
+  const auto& rec = run.attribution.at("layer_candidates").info.at("recommended");
+  const std::string flags = rec.at("flags").get<std::string>();
+  const std::string leaves = "leaves mean |log ratio| " + rlp::report::format_sig(rec.at("mean_abs_log_ratio").get<double>(), 4);
+  for (const std::string* out : {&html, &md}) {
+    EXPECT_NE(out->find("Recommended: " + flags), std::string::npos);
+    EXPECT_NE(out->find(leaves), std::string::npos) << leaves;
+  }
+  // The recommended row is the one the info names.
+  for (const auto& row : section_rows(root, "attribution-layer-candidates"))
+    if (same_number(row.at("recommended"), 1.0)) {
+      EXPECT_TRUE(same_number(row.at("bf16_first_layers"), rec.at("bf16_first_layers").get<double>()));
+      EXPECT_TRUE(same_number(row.at("bf16_last_layers"), rec.at("bf16_last_layers").get<double>()));
+      EXPECT_TRUE(same_number(row.at("mean_abs_log_ratio"), rec.at("mean_abs_log_ratio").get<double>()));
+    }
+  EXPECT_NE(md.find("## Attribution"), std::string::npos);
+}
+
+TEST_F(ReportHtml, NoAttributionOrInspectSectionsWithoutTheData) {
+  ASSERT_TRUE(run_->attribution.empty());
+  EXPECT_EQ(html_->find("id=\"attribution"), std::string::npos);
+  EXPECT_EQ(html_->find("id=\"inspect"), std::string::npos);
+  const std::string md = rlp::report::render_markdown(*run_, default_opts());
+  EXPECT_EQ(md.find("## Attribution"), std::string::npos);
+  EXPECT_EQ(md.find("inspection"), std::string::npos);
+  // One kind present: only its section.
+  rlp::RunData one = *run_;
+  add_attribution(one, 3);
+  one.attribution.erase("knobs");
+  one.attribution.erase("kv_scales");
+  one.attribution.erase("layer_candidates");
+  const auto root = parse_html(rlp::report::render_html(one, default_opts()));
+  EXPECT_NE(by_id(root, "attribution-layers"), nullptr);
+  EXPECT_EQ(by_id(root, "attribution-knobs"), nullptr);
+  EXPECT_EQ(by_id(root, "attribution-kv-scales"), nullptr);
+  EXPECT_EQ(by_id(root, "attribution-layer-candidates"), nullptr);
+}
+
+// Numeric attribute of an HDF5 object, read with the C API (independently of rlparity's reader).
+double h5_attr(hid_t file, const std::string& obj, const std::string& name) {
+  double v = std::nan("");
+  const hid_t a = H5Aopen_by_name(file, obj.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT);
+  EXPECT_GE(a, 0) << obj << " " << name;
+  if (a < 0) return v;
+  EXPECT_GE(H5Aread(a, H5T_NATIVE_DOUBLE, &v), 0);
+  H5Aclose(a);
+  return v;
+}
+
+TEST(ReportSections, InspectFileSectionsShowTheHdf5Values) {
+  rlp_test::TempDir d("report-inspect");
+  rlp::RandomCheckpointOptions co;
+  co.hidden = 256;
+  co.intermediate = 384;
+  co.layers = 3;
+  co.heads = 4;
+  co.kv_heads = 2;
+  co.vocab = 128;
+  co.dtype = rlp::DType::bf16;
+  co.seed = 5;
+  co.outlier_layer = 1;
+  co.outlier_scale = 100.0;
+  co.outlier_channel = 3;
+  co.out = (d / "ckpt");
+  rlp::write_random_checkpoint(co);
+  const rlp::InspectResult r = rlp::inspect_checkpoint(rlp::Checkpoint::open(co.out));
+  rlp::write_inspect_file(d / "inspect.h5", r, "rlparity inspect", false);
+  rlp::write_run_file(d / "run.h5", make_run(SynthSpec{}), false);
+  EXPECT_TRUE(rlp::is_inspect_file(d / "inspect.h5"));
+  EXPECT_FALSE(rlp::is_inspect_file(d / "run.h5"));
+
+  // `report INSPECT.h5` (kind told by the root attribute) and `report RUN.h5 --inspect INSPECT.h5`.
+  auto res = rlp_test::run_cli({"report", d / "inspect.h5", "-o", d / "i.html", "--markdown", d / "i.md"}, d.path().string());
+  ASSERT_EQ(res.code, 0) << res.err;
+  res = rlp_test::run_cli({"report", d / "run.h5", "--inspect", d / "inspect.h5", "-o", d / "r.html", "--markdown", d / "r.md"}, d.path().string());
+  ASSERT_EQ(res.code, 0) << res.err;
+  res = rlp_test::run_cli({"report", d / "inspect.h5", "--baseline", d / "run.h5", "-o", d / "bad.html"}, d.path().string());
+  EXPECT_EQ(res.code, 2);
+  EXPECT_FALSE(std::filesystem::exists(d / "bad.html"));
+
+  const hid_t file = H5Fopen((d / "inspect.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(file, 0);
+  const std::vector<std::string> convs = {"te", "vllm", "deepgemm", "nemo-refit"};
+  for (const char* page : {"i", "r"}) {
+    SCOPED_TRACE(page);
+    const std::string html = rlp_test::read_text(d / (std::string(page) + ".html"));
+    const std::string md = rlp_test::read_text(d / (std::string(page) + ".md"));
+    const auto root = parse_html(html);
+    ASSERT_NE(by_id(root, "inspect"), nullptr);
+    EXPECT_EQ(by_id(root, "summary") != nullptr, std::string(page) == "r");
+    const auto rows = section_rows(root, "inspect-tensors");
+    ASSERT_EQ(rows.size(), r.tensors.size());
+    double prev = -INFINITY;
+    for (const auto& row : rows) {
+      const std::string obj = "/tensors/" + row.at("name");
+      for (const auto& [col, text] : row) {
+        if (col == "name" || col == "proj") continue;
+        if (col == "shape") {
+          EXPECT_EQ(text, fmt::format("{}x{}", h5_attr(file, obj, "rows"), h5_attr(file, obj, "cols")));
+        } else if (col.rfind("max_", 0) == 0) {  // maximum over the 8 convention x mode attributes
+          double m = 0;
+          for (const auto& c : convs)
+            for (const char* mode : {"_fp32_", "_pow2_"}) m = std::max(m, h5_attr(file, obj, c + mode + col.substr(4)));
+          EXPECT_TRUE(same_number(text, m)) << obj << " " << col;
+        } else {
+          EXPECT_TRUE(same_number(text, h5_attr(file, obj, col))) << obj << " " << col << ": " << text;
+        }
+      }
+      const double w = h5_attr(file, obj, "worst_snr_db");
+      EXPECT_GE(w, prev);  // worst SNR first
+      prev = w;
+    }
+    // The SNR charts: fp32 and pow2 scales, one series per convention, bars in the table's order.
+    for (const auto& [plot, mode] : std::vector<std::pair<std::string, std::string>>{{"inspect-tensors", "_fp32_"}, {"inspect-tensors-2", "_pow2_"}}) {
+      const auto bars = chart_values(root, plot);
+      ASSERT_EQ(bars.size(), rows.size()) << plot;
+      for (std::size_t i = 0; i < rows.size(); ++i)
+        EXPECT_TRUE(same_number(rows[i].at("te" + mode + "snr_db"), bars[i])) << plot;
+      const auto svg = find_all(root, [&](const XmlElement& e) { return attr(e, "data-plot") == plot; });
+      const auto series = find_all(*svg.at(0), [](const XmlElement& e) { return e.name == "g" && e.attrs.count("data-series"); });
+      EXPECT_EQ(series.size(), 4u);
+    }
+    // Per-layer table against /layers.
+    const auto lrows = section_rows(root, "inspect-layers");
+    ASSERT_EQ(lrows.size(), r.layers.size());
+    for (std::size_t i = 0; i < lrows.size(); ++i) {
+      EXPECT_TRUE(same_number(lrows[i].at("layer"), r.layers[i].layer));
+      EXPECT_TRUE(same_number(lrows[i].at("worst_snr_db"), r.layers[i].worst_snr_db));
+      EXPECT_EQ(lrows[i].at("worst_tensor"), r.layers[i].worst_tensor);
+    }
+    EXPECT_NE(html.find(r.recommendation.substr(0, 40)), std::string::npos);
+    // Markdown: the 10 worst tensors in the same order with a note of the rest.
+    const auto mrows = md_section_rows(md, "Per-tensor FP8 quantization (worst SNR first)");
+    ASSERT_EQ(mrows.size(), 10u);
+    for (std::size_t i = 0; i < mrows.size(); ++i) EXPECT_EQ(mrows[i].at(0), rows[i].at("name"));
+    EXPECT_NE(md.find(std::to_string(r.tensors.size() - 10) + " more rows"), std::string::npos);
+  }
+  H5Fclose(file);
 }
 
 // ---- CLI ----

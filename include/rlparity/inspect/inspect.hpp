@@ -94,6 +94,11 @@ std::vector<QuantStats> inspect_matrix(const uint8_t* data, DType dtype, int64_t
                                        const std::vector<num::ScaleConvention>& conventions,
                                        double* amax_min = nullptr, double* amax_median = nullptr,
                                        double* amax_max = nullptr);
+// The per-element step of inspect_matrix's vectorized kernel, exposed for tests: the fp8 e4m3 codes
+// of x[0..n) (n a multiple of 16) in convention c with block scale s, and the dequantized values
+// decode(code) * s.scale_inv. Bit-identical to num::quantize_with and num::fp8_to_float.
+void inspect_quantize(const float* x, std::size_t n, num::ScaleConvention c, const num::BlockScale& s,
+                      uint8_t* codes, float* deq);
 // Convenience for fp32 data.
 std::vector<QuantStats> inspect_matrix(const float* x, int64_t rows, int64_t cols, int block,
                                        const std::vector<num::ScaleConvention>& conventions);
@@ -112,5 +117,12 @@ std::string format_inspect(const InspectResult& r, std::size_t max_rows = 0);
 // Layout: docs/inspect.md.
 void write_inspect_file(const std::string& path, const InspectResult& r, const std::string& command_line,
                         bool force);
+
+// Reads an inspect file back (`report` draws it). Per-tensor stats come back in inspect_conventions()
+// x {fp32, pow2} order with the HDF5 values (sum_sq_x / sum_sq_err are not stored: 0;
+// blocks_differ = round(frac x blocks)); tensors in the file's `order`. InputError on any problem.
+InspectResult read_inspect_file(const std::string& path);
+// True when `path` is an HDF5 file whose root attribute `format` is "rlparity-inspect".
+bool is_inspect_file(const std::string& path);
 
 }  // namespace rlp

@@ -5,12 +5,14 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "rlparity/io/run_data.hpp"
 #include "rlparity/model/checkpoint.hpp"
 #include "rlparity/replay/inputs.hpp"
+#include "rlparity/replay/path_runner.hpp"
 #include "rlparity/replay/recipe.hpp"
 
 namespace rlp {
@@ -30,6 +32,9 @@ struct ReplayOptions {
   std::string kv_scales_stale_dir;  // empty: recalibrated
   double is_cap = 2.0;
   bool oracle = true;
+  // Backend of the generation and training paths; null = the CPU emulator. Sampling, KV-scale
+  // calibration and the oracle run on the CPU whatever the backend.
+  std::shared_ptr<const ReplayBackend> backend;
 };
 
 using ProgressFn = std::function<void(int64_t tokens_done, int64_t tokens_total)>;

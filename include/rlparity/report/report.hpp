@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "rlparity/gate/gate.hpp"
+#include "rlparity/inspect/inspect.hpp"
 #include "rlparity/io/run_data.hpp"
 
 namespace rlp::report {
@@ -24,6 +25,8 @@ struct ReportOptions {
   int hist_bins = 60;                          // fixed bin count of every histogram
   std::size_t cdf_points = 240;                // points per CDF curve
   std::size_t max_positions = 400;             // points of the per-position curves (positions bucketed beyond)
+  const InspectResult* inspect = nullptr;      // --inspect FILE: its per-tensor and per-layer sections
+  std::string inspect_path;
 };
 
 // One row of a worst-tokens table: the response tokens with the largest |log ratio| (ties: earlier
@@ -51,7 +54,13 @@ PositionCurve per_position_mean(const RunData& run, const std::vector<double>& t
 // then any statistic a gate check names.
 std::vector<std::string> headline_statistics(const gate::GateResult* gate);
 
+// Run reports. HTML: header, summary, baseline deltas, the /attribution tables (when present), the
+// inspect sections (when opt.inspect is set), then the plots and worst tokens. Markdown: the same
+// blocks, the attribution and inspect ones last.
 std::string render_html(const RunData& run, const ReportOptions& opt);
 std::string render_markdown(const RunData& run, const ReportOptions& opt);
+// A report of an inspect file alone (`report INSPECT.h5`): header, per-layer and per-tensor sections.
+std::string render_inspect_html(const InspectResult& r, const ReportOptions& opt);
+std::string render_inspect_markdown(const InspectResult& r, const ReportOptions& opt);
 
 }  // namespace rlp::report

@@ -1,0 +1,145 @@
+// How replay runs one kernel path over a group of sequences, and the small backend interface that
+// lets a backend outside the core (the CUDA ops in kernels/) run the same forward: the core never
+// includes a CUDA header; the CLI hands replay a ReplayBackend when the user asks for one. Data
+// still flows one way: cli -> kernels (CudaOps) -> core (forward, EmulatedOps, replay).
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "rlparity/model/emulated_ops.hpp"
+#include "rlparity/model/forward.hpp"
+#include "rlparity/util/parallel.hpp"
+
+namespace rlp {
+
+// Rows of the forward whose outputs predict the response tokens, and each layer's hidden state
+// at those rows.
+template <class Mat>
+struct PathOutput {
+  Mat logprobs;              // [R x vocab]
+  std::vector<Mat> hidden;   // per layer [R x hidden]
+};
+
+// One sequence of a group: its tokens (prompt + response) and where the response starts.
+struct SeqTokens {
+  std::vector<int32_t> tokens;
+  int P = 0, R = 0;
+};
+
+// Runs one path over a group of sequences. Response token j of a sequence is predicted by the
+// output at position P-1+j. Teacher-forced: one pass per sequence over positions [0, P+R-1), the
+// sequences in parallel. Decode: a prefill per sequence, then decode steps that advance every
+// unfinished sequence by one token in one call (one weight pass per step for the whole group;
+// rows are computed exactly as single-sequence steps would be, so grouping does not change results).
+template <class Ops>
+std::vector<PathOutput<typename Ops::Mat>> run_path_group(const Ops& ops, SequenceMode mode,
+                                                          const std::vector<SeqTokens>& seqs, bool want_hidden) {
+  using Mat = typename Ops::Mat;
+  const ModelSpec& spec = ops.spec();
+  const std::size_t G = seqs.size();
+  std::vector<PathOutput<Mat>> out(G);
+  for (std::size_t i = 0; i < G; ++i) {
+    out[i].logprobs.resize(seqs[i].R, spec.vocab);
+    if (want_hidden) out[i].hidden.assign(static_cast<std::size_t>(spec.layers), Mat(seqs[i].R, spec.hidden));
+  }
+  if (mode == SequenceMode::teacher_forced) {
+    parallel_for(G, 1, [&](std::size_t b, std::size_t e) {
+      for (std::size_t i = b; i < e; ++i) {
+        const SeqTokens& s = seqs[i];
+        auto cache = ops.new_cache(s.P + s.R);
+        Mat lp;
+        LayerHook<Mat> hook;
+        if (want_hidden)
+          hook = [&](int layer, const Mat& h) { out[i].hidden[static_cast<std::size_t>(layer)] = h.bottomRows(s.R); };
+        forward(ops, cache, s.tokens.data(), s.P + s.R - 1, 0, lp, hook);
+        out[i].logprobs = lp.bottomRows(s.R);
+      }
+    });
+    return out;
+  }
+  std::vector<typename Ops::Cache> caches;
+  caches.reserve(G);
+  int max_r = 0;
+  for (std::size_t i = 0; i < G; ++i) {
+    const SeqTokens& s = seqs[i];
+    caches.push_back(ops.new_cache(s.P + s.R));
+    Mat lp;
+    LayerHook<Mat> hook;
+    if (want_hidden)
+      hook = [&](int layer, const Mat& h) { out[i].hidden[static_cast<std::size_t>(layer)].row(0) = h.row(h.rows() - 1); };
+    forward(ops, caches[i], s.tokens.data(), s.P, 0, lp, hook);
+    out[i].logprobs.row(0) = lp.row(s.P - 1);
+    max_r = std::max(max_r, s.R);
+  }
+  std::vector<std::size_t> active;
+  std::vector<typename Ops::Cache*> cache_ptrs;
+  std::vector<int32_t> tokens;
+  std::vector<int> positions;
+  Mat lp;
+  for (int j = 1; j < max_r; ++j) {
+    active.clear();
+    cache_ptrs.clear();
+    tokens.clear();
+    positions.clear();
+    for (std::size_t i = 0; i < G; ++i) {
+      if (seqs[i].R <= j) continue;
+      const int pos = seqs[i].P + j - 1;
+      active.push_back(i);
+      cache_ptrs.push_back(&caches[i]);
+      tokens.push_back(seqs[i].tokens[static_cast<std::size_t>(pos)]);
+      positions.push_back(pos);
+    }
+    LayerHook<Mat> hook;
+    if (want_hidden)
+      hook = [&](int layer, const Mat& h) {
+        for (std::size_t a = 0; a < active.size(); ++a)
+          out[active[a]].hidden[static_cast<std::size_t>(layer)].row(j) = h.row(static_cast<Eigen::Index>(a));
+      };
+    forward_decode(ops, cache_ptrs, tokens.data(), positions.data(), lp, hook);
+    for (std::size_t a = 0; a < active.size(); ++a) out[active[a]].logprobs.row(j) = lp.row(static_cast<Eigen::Index>(a));
+  }
+  return out;
+}
+
+// One kernel path (a style over prepared weights) on some backend. Outputs are host matrices of
+// EmulatedOps::Mat, whichever device computed them.
+class PathRunner {
+ public:
+  using Mat = EmulatedOps::Mat;
+  virtual ~PathRunner() = default;
+  virtual std::vector<PathOutput<Mat>> run(SequenceMode mode, const std::vector<SeqTokens>& seqs,
+                                           bool want_hidden) const = 0;
+};
+
+// The CPU kernel paths (the default backend).
+class EmulatedRunner final : public PathRunner {
+ public:
+  EmulatedRunner(const ModelSpec& spec, const PreparedWeights& w, const PathStyle& style, const KvScales* kv)
+      : ops_(spec, w, style, kv) {}
+  std::vector<PathOutput<Mat>> run(SequenceMode mode, const std::vector<SeqTokens>& seqs,
+                                   bool want_hidden) const override {
+    return run_path_group(ops_, mode, seqs, want_hidden);
+  }
+
+ private:
+  EmulatedOps ops_;
+};
+
+// A replay backend: its name ("cpu", "cuda"), what the run file records about it (device, driver,
+// library versions), and a factory of path runners. Sampling, KV-scale calibration and the float64
+// oracle always run on the CPU, so every backend replays identical tokens with identical scales.
+struct ReplayBackend {
+  std::string name = "cpu";
+  nlohmann::json info = nlohmann::json::object();
+  std::function<std::unique_ptr<PathRunner>(const ModelSpec&, const PreparedWeights&, const PathStyle&,
+                                            const KvScales*)>
+      make_runner;
+};
+
+}  // namespace rlp

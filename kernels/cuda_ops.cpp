@@ -1,0 +1,269 @@
+#include "cuda_ops.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+#include "cuda_casts.hpp"
+#include "cuda_kernels.hpp"
+#include "rlparity/model/rope.hpp"
+#include "rlparity/numerics/formats.hpp"
+
+namespace rlp::cuda {
+namespace {
+
+using Lock = std::lock_guard<std::mutex>;
+
+// Scratch slots of the context (each op uses them under the context lock).
+enum Slot { kA, kB, kC, kD, kE, kCodes, kScaleInv, kScaleVec, kPos, kX16, kScratch, kSlotCount };
+static_assert(kSlotCount <= CudaContext::kSlots);
+
+kern::Act act_of(const PathStyle& s) { return s.act == ActDtype::fp16 ? kern::Act::fp16 : kern::Act::bf16; }
+
+std::size_t size_of(const EmulatedOps::Mat& m) { return static_cast<std::size_t>(m.size()); }
+
+void to_device(float* d, const EmulatedOps::Mat& m) {
+  if (m.size()) RLP_CUDA_CHECK(cudaMemcpy(d, m.data(), size_of(m) * sizeof(float), cudaMemcpyHostToDevice));
+}
+void to_host(EmulatedOps::Mat& m, const float* d) {
+  if (m.size()) RLP_CUDA_CHECK(cudaMemcpy(m.data(), d, size_of(m) * sizeof(float), cudaMemcpyDeviceToHost));
+}
+
+}  // namespace
+
+CudaOps::CudaOps(std::shared_ptr<CudaContext> ctx, const ModelSpec& spec, const PreparedWeights& weights,
+                 const PathStyle& style, const KvScales* kv_scales)
+    : ctx_(std::move(ctx)), spec_(spec), host_w_(weights), style_(style), emu_(spec, weights, style, kv_scales) {
+  if (kv_scales) kv_scales_ = *kv_scales;
+  Lock lock(ctx_->mutex());
+  w_ = std::make_unique<CudaWeights>(spec, weights, style.act, ctx_->fp8_ok());
+  std::vector<float> f;
+  for (double x : rope_inv_freq(spec)) f.push_back(static_cast<float>(x));
+  inv_freq_.upload(f);
+
+  if (style_.fp8_linear && !ctx_->fp8_ok())
+    ctx_->note_once(fmt::format("fp8 linears of the {} path run on the CPU emulator: {}", style_.name, ctx_->fp8_why()));
+  if (style_.attn_block > kern::kMaxAttentionBlock || spec_.head_dim > kern::kMaxHeadDim || style_.attn_block < 1) {
+    attention_gpu_ = false;
+    ctx_->note_once(fmt::format("attention of the {} path runs on the CPU emulator (attn-block {} / head_dim {} "
+                                "beyond the kernel's {} / {})",
+                                style_.name, style_.attn_block, spec_.head_dim, kern::kMaxAttentionBlock,
+                                kern::kMaxHeadDim));
+  }
+  // The GEMM accumulation order is the hardware's own: say which emulator models are not applied.
+  std::vector<std::string> models;
+  if (style_.split_k != 1) models.push_back(style_.split_k == 0 ? "split-k=auto" : fmt::format("split-k={}", style_.split_k));
+  if (style_.k_chunk != 0) models.push_back(fmt::format("k-chunk={}", style_.k_chunk));
+  if (style_.fp8_linear && style_.fp8_promotion == num::Promotion::deepgemm) models.push_back("fp8-promotion=deepgemm");
+  if (style_.fp8_linear && style_.fp8_accum == num::SliceAccum::hopper) models.push_back("fp8-accum=hopper");
+  if (style_.batch != 1) models.push_back(fmt::format("batch={} (kernel selection sees the real M)", style_.batch));
+  if (!models.empty()) {
+    std::string list;
+    for (const auto& m : models) list += (list.empty() ? "" : ", ") + m;
+    ctx_->note_once(fmt::format("GEMMs of the {} path run in cuBLASLt's own accumulation order; the emulator's "
+                                "models {} are not applied on the GPU",
+                                style_.name, list));
+  }
+}
+
+bool CudaOps::linear_on_gpu(int layer, Proj p) const {
+  const CudaLinear& lin = w_->linear(layer, p);
+  return !lin.fp8 || lin.fp8_on_gpu;
+}
+
+void CudaOps::embed(const int32_t* tokens, int n, Mat& h) const { emu_.embed(tokens, n, h); }
+
+void CudaOps::add_norm(Mat& resid, const Mat* delta, int layer, NormSlot slot, Mat& out) const {
+  const int rows = static_cast<int>(resid.rows()), H = spec_.hidden;
+  out.resize(rows, H);
+  Lock lock(ctx_->mutex());
+  float* d_res = ctx_->scratch<float>(kA, size_of(resid));
+  float* d_delta = delta ? ctx_->scratch<float>(kB, size_of(*delta)) : nullptr;
+  float* d_out = ctx_->scratch<float>(kC, size_of(resid));
+  to_device(d_res, resid);
+  if (delta) to_device(d_delta, *delta);
+  kern::add_rms_norm(d_res, d_delta, w_->norm(layer, slot), rows, H, eps(), style_.norm == NormKind::fused_add,
+                     style_.residual == ResidualDtype::fp32, act_of(style_), d_out);
+  to_host(resid, d_res);
+  to_host(out, d_out);
+}
+
+void CudaOps::residual_sum(const Mat& resid, const Mat& delta, Mat& out) const {
+  out.resize(resid.rows(), resid.cols());
+  Lock lock(ctx_->mutex());
+  float* a = ctx_->scratch<float>(kA, size_of(resid));
+  float* b = ctx_->scratch<float>(kB, size_of(delta));
+  float* o = ctx_->scratch<float>(kC, size_of(resid));
+  to_device(a, resid);
+  to_device(b, delta);
+  kern::residual_sum(a, b, o, size_of(resid), style_.residual == ResidualDtype::fp32, act_of(style_));
+  to_host(out, o);
+}
+
+// Caller holds the lock. d_y receives [rows x out] floats.
+bool CudaOps::gemm(const Mat& x, const CudaLinear& lin, const PreparedLinear& host, bool out_fp32, float* d_y) const {
+  const int M = static_cast<int>(x.rows()), N = lin.out, K = lin.in;
+  // Bias: fp32 GEMM output, bias added and rounded once to the act format (as the emulator).
+  const num::OutRound act_round = style_.act == ActDtype::bf16 ? num::OutRound::bf16 : num::OutRound::fp16;
+  const num::OutRound out = !lin.bias.empty() ? act_round : (out_fp32 ? num::OutRound::fp32 : act_round);
+  const float* bias = lin.bias.empty() ? nullptr : lin.bias.get();
+  if (!lin.fp8) {
+    bits_.resize(size_of(x));
+    for (std::size_t i = 0; i < bits_.size(); ++i)
+      bits_[i] = style_.act == ActDtype::bf16 ? num::float_to_bf16_bits(x.data()[i]) : num::float_to_fp16_bits(x.data()[i]);
+    uint16_t* d_x = ctx_->scratch<uint16_t>(kX16, bits_.size());
+    if (!bits_.empty()) RLP_CUDA_CHECK(cudaMemcpy(d_x, bits_.data(), bits_.size() * sizeof(uint16_t), cudaMemcpyHostToDevice));
+    ctx_->gemm().gemm16(d_x, lin.w16.get(), M, N, K, style_.act == ActDtype::fp16, bias, out, d_y);
+    return true;
+  }
+  if (!lin.fp8_on_gpu) {
+    if (ctx_->fp8_ok())
+      ctx_->note_once(fmt::format("an fp8 linear of the {} path runs on the CPU emulator: {}", style_.name,
+                                  CudaWeights::fp8_shape_problem(host)));
+    return false;
+  }
+  // Activations quantized on the device by the shared-numerics kernel (1x128 along K), then the
+  // scales laid out for VEC128_32F; rows padded to a multiple of 16 with zero codes (scale 1).
+  const int Mp = (M + 15) / 16 * 16, kb = (K + 127) / 128;
+  float* d_x = ctx_->scratch<float>(kA, size_of(x));
+  to_device(d_x, x);
+  uint8_t* d_codes = ctx_->scratch<uint8_t>(kCodes, static_cast<std::size_t>(Mp) * static_cast<std::size_t>(K));
+  RLP_CUDA_CHECK(cudaMemset(d_codes, 0, static_cast<std::size_t>(Mp) * static_cast<std::size_t>(K)));
+  float* d_sinv = ctx_->scratch<float>(kScaleInv, static_cast<std::size_t>(M) * static_cast<std::size_t>(kb));
+  float* d_svec = ctx_->scratch<float>(kScaleVec, static_cast<std::size_t>(Mp) * static_cast<std::size_t>(kb));
+  num::ScaleOptions opts;
+  opts.convention = style_.act_quant;
+  opts.pow2 = style_.pow2_scales;
+  quantize_blocks_device(d_x, M, K, 1, 128, opts, d_codes, d_sinv);
+  kern::scales_to_vec128(d_sinv, M, kb, Mp, d_svec);
+  if (ctx_->gemm().gemm_fp8(d_codes, d_svec, lin.codes.get(), lin.scales.get(), M, Mp, N, K, bias, out, d_y)) return true;
+  ctx_->note_once(fmt::format("cuBLASLt offers no block-scaled FP8 algorithm for M={} N={} K={}; that linear of the "
+                              "{} path runs on the CPU emulator",
+                              M, N, K, style_.name));
+  return false;
+}
+
+void CudaOps::linear(const Mat& x, int layer, Proj p, Mat& y, bool decode_step) const {
+  const CudaLinear& lin = w_->linear(layer, p);
+  const PreparedLinear& host = host_w_.layers[static_cast<std::size_t>(layer)][p];
+  bool done = false;
+  {
+    Lock lock(ctx_->mutex());
+    float* d_y = ctx_->scratch<float>(kD, static_cast<std::size_t>(x.rows()) * static_cast<std::size_t>(lin.out));
+    if (gemm(x, lin, host, false, d_y)) {
+      y.resize(x.rows(), lin.out);
+      to_host(y, d_y);
+      done = true;
+    }
+  }
+  if (!done) emu_.linear(x, layer, p, y, decode_step);
+}
+
+void CudaOps::head_norm(Mat& x, int layer, Proj which) const {
+  Lock lock(ctx_->mutex());
+  float* d = ctx_->scratch<float>(kA, size_of(x));
+  to_device(d, x);
+  kern::head_rms_norm(d, w_->head_norm(layer, which), static_cast<int>(x.rows()), static_cast<int>(x.cols()),
+                      spec_.head_dim, eps(), style_.norm == NormKind::fused_add, act_of(style_));
+  to_host(x, d);
+}
+
+void CudaOps::rope(Mat& q, Mat& k, const int* positions) const {
+  const int rows = static_cast<int>(q.rows());
+  Lock lock(ctx_->mutex());
+  float* dq = ctx_->scratch<float>(kA, size_of(q));
+  float* dk = ctx_->scratch<float>(kB, size_of(k));
+  int* dpos = ctx_->scratch<int>(kPos, static_cast<std::size_t>(rows));
+  to_device(dq, q);
+  to_device(dk, k);
+  if (rows) RLP_CUDA_CHECK(cudaMemcpy(dpos, positions, static_cast<std::size_t>(rows) * sizeof(int), cudaMemcpyHostToDevice));
+  kern::rope(dq, static_cast<int>(q.cols()), dk, static_cast<int>(k.cols()), dpos, rows, inv_freq_.get(),
+             spec_.head_dim, style_.rope_table_rounded, act_of(style_));
+  to_host(q, dq);
+  to_host(k, dk);
+}
+
+void CudaOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v, int pos0, Cache& cache, Mat& out) const {
+  if (!attention_gpu_) {
+    emu_.attention(layer, q, k, v, pos0, cache, out);
+    return;
+  }
+  const int n = static_cast<int>(q.rows()), hd = spec_.head_dim;
+  const std::size_t li = static_cast<std::size_t>(layer);
+  Mat& K = cache.k[li];
+  Mat& V = cache.v[li];
+  if (pos0 + n > K.rows()) RLP_THROW("KV cache capacity {} exceeded at position {}", K.rows(), pos0 + n);
+  const int width = spec_.kv_heads * hd;
+  const bool fp8 = style_.kv_cache == KvCacheDtype::fp8;
+  const float ks = fp8 ? kv_scales_.k[li] : 1.0f, vs = fp8 ? kv_scales_.v[li] : 1.0f;
+  const float qs = fp8 ? kv_scales_.q[li] : 1.0f;
+  kern::AttentionParams p;
+  p.n = n;
+  p.pos0 = pos0;
+  p.heads = spec_.heads;
+  p.kv_heads = spec_.kv_heads;
+  p.hd = hd;
+  p.block = style_.attn_block;
+  p.partition = style_.attention == AttentionKind::split_kv ? std::max(1, style_.split_kv_partition) : 0x7FFFFFFF;
+  p.p_round = style_.attn_p_round;
+  p.fp8 = fp8;
+  p.q_scale = qs;
+  p.v_scale = vs;
+  // The host computes the exponent scale exactly as the emulator does.
+  const float softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  p.c_log2 = softmax_scale * (fp8 ? qs * ks : 1.0f) * std::numbers::log2e_v<float>;
+  p.act = act_of(style_);
+  out.resize(n, spec_.heads * hd);
+  const std::size_t total = static_cast<std::size_t>(pos0 + n) * static_cast<std::size_t>(width);
+  const std::size_t old = static_cast<std::size_t>(pos0) * static_cast<std::size_t>(width);
+  const std::size_t fresh = static_cast<std::size_t>(n) * static_cast<std::size_t>(width);
+  Lock lock(ctx_->mutex());
+  float* dK = ctx_->scratch<float>(kA, total);
+  float* dV = ctx_->scratch<float>(kB, total);
+  float* dk = ctx_->scratch<float>(kC, fresh);
+  float* dv = ctx_->scratch<float>(kD, fresh);
+  float* dq = ctx_->scratch<float>(kE, size_of(q));
+  float* dout = ctx_->scratch<float>(kX16, size_of(out));
+  float* dscratch = ctx_->scratch<float>(kScratch, kern::attention_scratch_floats(p));
+  // Rows of K/V are contiguous in the row-major cache: rows [0, pos0) go up in one copy each.
+  if (old) {
+    RLP_CUDA_CHECK(cudaMemcpy(dK, K.data(), old * sizeof(float), cudaMemcpyHostToDevice));
+    RLP_CUDA_CHECK(cudaMemcpy(dV, V.data(), old * sizeof(float), cudaMemcpyHostToDevice));
+  }
+  to_device(dk, k);
+  to_device(dv, v);
+  to_device(dq, q);
+  kern::kv_cache_write(dk, dv, dK, dV, n, width, pos0, fp8, ks, vs);
+  RLP_CUDA_CHECK(cudaMemcpy(K.row(pos0).data(), dK + old, fresh * sizeof(float), cudaMemcpyDeviceToHost));
+  RLP_CUDA_CHECK(cudaMemcpy(V.row(pos0).data(), dV + old, fresh * sizeof(float), cudaMemcpyDeviceToHost));
+  kern::attention(dq, dK, dV, dout, p, dscratch);
+  to_host(out, dout);
+}
+
+void CudaOps::silu_mul(const Mat& gate, const Mat& up, Mat& out) const {
+  out.resize(gate.rows(), gate.cols());
+  Lock lock(ctx_->mutex());
+  float* g = ctx_->scratch<float>(kA, size_of(gate));
+  float* u = ctx_->scratch<float>(kB, size_of(up));
+  float* o = ctx_->scratch<float>(kC, size_of(gate));
+  to_device(g, gate);
+  to_device(u, up);
+  kern::silu_mul(g, u, o, size_of(gate), style_.mlp_fused, act_of(style_));
+  to_host(out, o);
+}
+
+void CudaOps::logprobs(const Mat& xn, Mat& out, bool decode_step) const {
+  (void)decode_step;  // kernel selection is cuBLASLt's (see the note in the constructor)
+  const CudaLinear& lin = w_->lm_head();
+  Lock lock(ctx_->mutex());
+  float* d_y = ctx_->scratch<float>(kD, static_cast<std::size_t>(xn.rows()) * static_cast<std::size_t>(lin.out));
+  if (!gemm(xn, lin, host_w_.lm_head, style_.logits_fp32, d_y))
+    RLP_THROW("lm_head GEMM could not run on the GPU");  // lm_head is never fp8: unreachable
+  kern::log_softmax(d_y, static_cast<int>(xn.rows()), lin.out);
+  out.resize(xn.rows(), lin.out);
+  to_host(out, d_y);
+}
+
+}  // namespace rlp::cuda

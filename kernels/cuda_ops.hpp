@@ -1,0 +1,69 @@
+// The ops interface of include/rlparity/model/forward.hpp on the GPU: the same Mat (host Eigen
+// row-major float) and Cache (host KV cache) types as EmulatedOps, so the forward templates and
+// replay's run_path_group run it unchanged. Weights are uploaded once (CudaWeights); each op
+// uploads its input rows, computes on the GPU and downloads its result. That round trip costs speed
+// (and the KV cache is re-uploaded per attention call), and buys one forward shared by every
+// backend: the backends differ only inside the ops.
+//
+// Where a style asks for something the GPU path cannot do exactly, that op runs on the CPU
+// emulator (EmulatedOps) instead and a note says so once on stderr:
+//   * fp8 linears when cuBLAS < 12.9 or the device is not sm_90, when a weight is not made of whole
+//     128x128 blocks, or when cuBLASLt offers no algorithm;
+//   * attention with attn-block > 2048 or head_dim > 1024.
+// The embedding (a row copy) always runs on the host. GEMM accumulation order is cuBLASLt's; the
+// emulator's models of it (split-k, k-chunk, fp8-promotion, fp8-accum, decode batch as M) are
+// not applied and a note says so.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "cuda_context.hpp"
+#include "cuda_weights.hpp"
+#include "rlparity/model/emulated_ops.hpp"
+
+namespace rlp::cuda {
+
+class CudaOps {
+ public:
+  using Mat = EmulatedOps::Mat;
+  using Cache = EmulatedOps::Cache;
+
+  CudaOps(std::shared_ptr<CudaContext> ctx, const ModelSpec& spec, const PreparedWeights& weights,
+          const PathStyle& style, const KvScales* kv_scales = nullptr);
+
+  const ModelSpec& spec() const { return spec_; }
+  const PathStyle& style() const { return style_; }
+  Cache new_cache(int capacity) const { return emu_.new_cache(capacity); }
+
+  void embed(const int32_t* tokens, int n, Mat& h) const;
+  void add_norm(Mat& resid, const Mat* delta, int layer, NormSlot slot, Mat& out) const;
+  void residual_sum(const Mat& resid, const Mat& delta, Mat& out) const;
+  void linear(const Mat& x, int layer, Proj p, Mat& y, bool decode_step = false) const;
+  void head_norm(Mat& x, int layer, Proj which) const;
+  void rope(Mat& q, Mat& k, const int* positions) const;
+  void attention(int layer, const Mat& q, const Mat& k, const Mat& v, int pos0, Cache& cache, Mat& out) const;
+  void silu_mul(const Mat& gate, const Mat& up, Mat& out) const;
+  void logprobs(const Mat& xn, Mat& out, bool decode_step = false) const;
+
+  // Which ops of this path run on the GPU (for notes and tests).
+  bool attention_on_gpu() const { return attention_gpu_; }
+  bool linear_on_gpu(int layer, Proj p) const;
+
+ private:
+  // y = x W^T on the GPU; false when the op must fall back to the emulator.
+  bool gemm(const Mat& x, const CudaLinear& lin, const PreparedLinear& host, bool out_fp32, float* d_y) const;
+  float eps() const { return static_cast<float>(spec_.rms_eps); }
+
+  std::shared_ptr<CudaContext> ctx_;
+  const ModelSpec& spec_;
+  const PreparedWeights& host_w_;
+  PathStyle style_;
+  EmulatedOps emu_;  // the fallback for ops the GPU path cannot do exactly
+  KvScales kv_scales_;
+  std::unique_ptr<CudaWeights> w_;
+  DeviceBuffer<float> inv_freq_;
+  bool attention_gpu_ = true;
+  mutable std::vector<uint16_t> bits_;  // host staging (under the context mutex)
+};
+
+}  // namespace rlp::cuda

@@ -1,0 +1,46 @@
+// After a cuBLASLt GEMM: widen its output to float, add the bias, round to the output format; and
+// the VEC128_32F layout of activation scales.
+#include "device_common.cuh"
+#include "rlparity/numerics/gemm.hpp"
+
+namespace rlp::cuda::kern {
+namespace {
+
+__global__ void epilogue_kernel(const void* in, int in_kind, int rows, int cols, const float* bias, num::OutRound out,
+                                float* y) {
+  const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  float v;
+  if (in_kind == 1) v = num::bf16_bits_to_float(static_cast<const uint16_t*>(in)[i]);
+  else if (in_kind == 2) v = num::fp16_bits_to_float(static_cast<const uint16_t*>(in)[i]);
+  else v = static_cast<const float*>(in)[i];
+  if (bias) v = v + bias[i % static_cast<std::size_t>(cols)];
+  y[i] = num::round_out(v, out);
+}
+
+__global__ void vec128_kernel(const float* s, int rows, int kb, int ldm, float* out) {
+  const std::size_t n = static_cast<std::size_t>(kb) * static_cast<std::size_t>(ldm);
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const int b = static_cast<int>(i / static_cast<std::size_t>(ldm)), m = static_cast<int>(i % static_cast<std::size_t>(ldm));
+  out[i] = m < rows ? s[static_cast<std::size_t>(m) * static_cast<std::size_t>(kb) + b] : 1.0f;
+}
+
+}  // namespace
+
+void gemm_epilogue(const void* in, int in_kind, int rows, int cols, const float* bias, num::OutRound out, float* y) {
+  const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
+  if (n == 0) return;
+  epilogue_kernel<<<blocks_for(n, 256), 256>>>(in, in_kind, rows, cols, bias, out, y);
+  RLP_CUDA_CHECK_LAUNCH("epilogue_kernel");
+}
+
+void scales_to_vec128(const float* scale_inv, int rows, int kb, int ldm, float* out) {
+  const std::size_t n = static_cast<std::size_t>(kb) * static_cast<std::size_t>(ldm);
+  if (n == 0) return;
+  vec128_kernel<<<blocks_for(n, 256), 256>>>(scale_inv, rows, kb, ldm, out);
+  RLP_CUDA_CHECK_LAUNCH("vec128_kernel");
+}
+
+}  // namespace rlp::cuda::kern

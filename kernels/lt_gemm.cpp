@@ -1,0 +1,127 @@
+#include "lt_gemm.hpp"
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include "cuda_check.hpp"
+#include "cuda_kernels.hpp"
+#include "device_buffer.hpp"
+
+namespace rlp::cuda {
+namespace {
+
+constexpr std::size_t kWorkspaceBytes = 32u << 20;  // as NVIDIA's samples and TransformerEngine use
+
+// Descriptors destroyed on every path (also when a check throws).
+struct MatmulDesc {
+  cublasLtMatmulDesc_t d = nullptr;
+  ~MatmulDesc() {
+    if (d) cublasLtMatmulDescDestroy(d);
+  }
+};
+struct Layout {
+  cublasLtMatrixLayout_t l = nullptr;
+  ~Layout() {
+    if (l) cublasLtMatrixLayoutDestroy(l);
+  }
+};
+struct Preference {
+  cublasLtMatmulPreference_t p = nullptr;
+  ~Preference() {
+    if (p) cublasLtMatmulPreferenceDestroy(p);
+  }
+};
+
+int out_kind(cudaDataType_t t) { return t == CUDA_R_16BF ? 1 : (t == CUDA_R_16F ? 2 : 0); }
+std::size_t out_size(cudaDataType_t t) { return t == CUDA_R_32F ? 4 : 2; }
+
+}  // namespace
+
+struct LtGemm::Impl {
+  cublasLtHandle_t handle = nullptr;
+  DeviceBuffer<char> workspace;
+  DeviceBuffer<char> d_out;
+
+  // D = A^T B with the given descriptors; false when no algorithm is offered.
+  bool run(cublasLtMatmulDesc_t op, cudaDataType_t a_type, cudaDataType_t b_type, cudaDataType_t d_type, const void* A,
+           const void* B, int m, int n, int k) {
+    Layout a, b, c, d;
+    RLP_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a.l, a_type, static_cast<uint64_t>(k), static_cast<uint64_t>(m), k));
+    RLP_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b.l, b_type, static_cast<uint64_t>(k), static_cast<uint64_t>(n), k));
+    RLP_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&c.l, d_type, static_cast<uint64_t>(m), static_cast<uint64_t>(n), m));
+    RLP_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d.l, d_type, static_cast<uint64_t>(m), static_cast<uint64_t>(n), m));
+    Preference pref;
+    RLP_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.p));
+    const std::size_t ws = kWorkspaceBytes;
+    RLP_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    cublasLtMatmulHeuristicResult_t heur{};
+    int returned = 0;
+    const cublasStatus_t hs =
+        cublasLtMatmulAlgoGetHeuristic(handle, op, a.l, b.l, c.l, d.l, pref.p, 1, &heur, &returned);
+    if (hs == CUBLAS_STATUS_NOT_SUPPORTED || (hs == CUBLAS_STATUS_SUCCESS && returned == 0)) return false;
+    RLP_CUBLAS_CHECK(hs);
+    void* D = d_out.ensure(static_cast<std::size_t>(m) * static_cast<std::size_t>(n) * out_size(d_type));
+    const float alpha = 1.0f, beta = 0.0f;
+    RLP_CUBLAS_CHECK(cublasLtMatmul(handle, op, &alpha, A, a.l, B, b.l, &beta, D, c.l, D, d.l, &heur.algo,
+                                    workspace.get(), ws, nullptr));
+    return true;
+  }
+};
+
+LtGemm::LtGemm() : impl_(std::make_unique<Impl>()) {
+  RLP_CUBLAS_CHECK(cublasLtCreate(&impl_->handle));
+  impl_->workspace.ensure(kWorkspaceBytes);
+}
+
+LtGemm::~LtGemm() {
+  if (impl_ && impl_->handle) cublasLtDestroy(impl_->handle);
+}
+
+void LtGemm::gemm16(const uint16_t* X, const uint16_t* W, int M, int N, int K, bool fp16, const float* bias,
+                    num::OutRound out, float* Y) {
+  if (M == 0 || N == 0) return;
+  const cudaDataType_t in_type = fp16 ? CUDA_R_16F : CUDA_R_16BF;
+  const cudaDataType_t d_type =
+      (bias || out == num::OutRound::fp32) ? CUDA_R_32F : (out == num::OutRound::fp16 ? CUDA_R_16F : CUDA_R_16BF);
+  MatmulDesc op;
+  RLP_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op.d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  RLP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  RLP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  if (!impl_->run(op.d, in_type, in_type, d_type, W, X, N, M, K))
+    throw Error(__FILE__, __LINE__,
+                "cublasLtMatmulAlgoGetHeuristic: no algorithm for a " + std::string(fp16 ? "fp16" : "bf16") +
+                    " GEMM M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K));
+  kern::gemm_epilogue(impl_->d_out.get(), out_kind(d_type), M, N, bias, out, Y);
+}
+
+bool LtGemm::gemm_fp8(const uint8_t* Xq, const float* xs, const uint8_t* Wq, const float* ws, int M, int Mp, int N,
+                      int K, const float* bias, num::OutRound out, float* Y) {
+#if CUBLAS_VERSION >= 120900
+  if (M == 0 || N == 0) return true;
+  const cudaDataType_t d_type =
+      (bias || out == num::OutRound::fp32) ? CUDA_R_32F : (out == num::OutRound::fp16 ? CUDA_R_16F : CUDA_R_16BF);
+  MatmulDesc op;
+  RLP_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op.d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  RLP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  RLP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  // A = weights (128x128 blocks), B = activations (1x128 along K), as TransformerEngine's
+  // Float8BlockScaling forward GEMM pairs them (2D weight x 1D input).
+  const int32_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+  const int32_t b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+  RLP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof a_mode));
+  RLP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof b_mode));
+  RLP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &ws, sizeof ws));
+  RLP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &xs, sizeof xs));
+  if (!impl_->run(op.d, CUDA_R_8F_E4M3, CUDA_R_8F_E4M3, d_type, Wq, Xq, N, Mp, K)) return false;
+  // D is N x Mp column-major = Mp x N row-major: the first M rows are the real ones.
+  kern::gemm_epilogue(impl_->d_out.get(), out_kind(d_type), M, N, bias, out, Y);
+  return true;
+#else
+  (void)Xq, (void)xs, (void)Wq, (void)ws, (void)M, (void)Mp, (void)N, (void)K, (void)bias, (void)out, (void)Y;
+  return false;
+#endif
+}
+
+}  // namespace rlp::cuda

@@ -1,0 +1,76 @@
+// RMSNorm kernels: fused add+norm (vLLM), unfused (TE), per-head norm, residual sum.
+#include "device_common.cuh"
+
+namespace rlp::cuda::kern {
+namespace {
+
+constexpr int kThreads = 256;
+
+__global__ void add_rms_norm_kernel(float* resid, const float* delta, const float* w, int n, float eps, bool fused,
+                                    bool resid_fp32, Act act, float* out) {
+  __shared__ float red[kThreads];
+  const std::size_t base = static_cast<std::size_t>(blockIdx.x) * static_cast<std::size_t>(n);
+  float* res = resid + base;
+  float sum = 0.0f;
+  for (int i = static_cast<int>(threadIdx.x); i < n; i += blockDim.x) {
+    const float z = delta ? res[i] + delta[base + i] : res[i];
+    const float stored = resid_fp32 ? z : round_act(z, act);
+    res[i] = stored;
+    // vLLM's fused kernel takes the variance from the fp32 sum; an unfused norm sees the stored one.
+    const float v = fused ? z : stored;
+    sum = fmaf(v, v, sum);
+  }
+  sum = block_sum(sum, red);
+  const float var = sum / static_cast<float>(n);
+  const float r = rsqrtf(var + eps);
+  for (int i = static_cast<int>(threadIdx.x); i < n; i += blockDim.x) {
+    const float x = res[i];
+    out[base + i] = fused ? round_act(round_act(x * r, act) * w[i], act) : round_act((x * r) * w[i], act);
+  }
+}
+
+__global__ void head_rms_norm_kernel(float* x, const float* w, int cols, int hd, float eps, bool fused, Act act) {
+  __shared__ float red[128];
+  const int heads = cols / hd;
+  const int row = static_cast<int>(blockIdx.x) / heads, h = static_cast<int>(blockIdx.x) % heads;
+  float* seg = x + static_cast<std::size_t>(row) * static_cast<std::size_t>(cols) + static_cast<std::size_t>(h) * hd;
+  float sum = 0.0f;
+  for (int i = static_cast<int>(threadIdx.x); i < hd; i += blockDim.x) sum = fmaf(seg[i], seg[i], sum);
+  sum = block_sum(sum, red);
+  const float r = rsqrtf(sum / static_cast<float>(hd) + eps);
+  for (int i = static_cast<int>(threadIdx.x); i < hd; i += blockDim.x) {
+    const float v = seg[i];
+    seg[i] = fused ? round_act(round_act(v * r, act) * w[i], act) : round_act((v * r) * w[i], act);
+  }
+}
+
+__global__ void residual_sum_kernel(const float* a, const float* b, float* out, std::size_t n, bool resid_fp32, Act act) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i < n) {
+    const float z = a[i] + b[i];
+    out[i] = resid_fp32 ? z : round_act(z, act);
+  }
+}
+
+}  // namespace
+
+void add_rms_norm(float* resid, const float* delta, const float* w, int rows, int n, float eps, bool fused,
+                  bool resid_fp32, Act act, float* out) {
+  if (rows <= 0) return;
+  add_rms_norm_kernel<<<static_cast<unsigned>(rows), kThreads>>>(resid, delta, w, n, eps, fused, resid_fp32, act, out);
+  RLP_CUDA_CHECK_LAUNCH("add_rms_norm_kernel");
+}
+
+void head_rms_norm(float* x, const float* w, int rows, int cols, int hd, float eps, bool fused, Act act) {
+  if (rows <= 0) return;
+  head_rms_norm_kernel<<<static_cast<unsigned>(rows * (cols / hd)), 128>>>(x, w, cols, hd, eps, fused, act);
+  RLP_CUDA_CHECK_LAUNCH("head_rms_norm_kernel");
+}
+
+void residual_sum(const float* a, const float* b, float* out, std::size_t n, bool resid_fp32, Act act) {
+  if (n == 0) return;
+  residual_sum_kernel<<<blocks_for(n, 256), 256>>>(a, b, out, n, resid_fp32, act);
+  RLP_CUDA_CHECK_LAUNCH("residual_sum_kernel");
+}
+
+}  // namespace rlp::cuda::kern

@@ -1,0 +1,23 @@
+// SiLU-gated MLP: vLLM's silu_and_mul (fp32, one rounding) or HF/Megatron (silu rounded first).
+#include "device_common.cuh"
+
+namespace rlp::cuda::kern {
+namespace {
+
+__global__ void silu_mul_kernel(const float* gate, const float* up, float* out, std::size_t n, bool fused, Act act) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const float g = gate[i], u = up[i];
+  const float silu = g / (1.0f + expf(-g));  // device expf: within 2 ulp (the emulator uses the host libm)
+  out[i] = fused ? round_act(silu * u, act) : round_act(round_act(silu, act) * u, act);
+}
+
+}  // namespace
+
+void silu_mul(const float* gate, const float* up, float* out, std::size_t n, bool fused, Act act) {
+  if (n == 0) return;
+  silu_mul_kernel<<<blocks_for(n, 256), 256>>>(gate, up, out, n, fused, act);
+  RLP_CUDA_CHECK_LAUNCH("silu_mul_kernel");
+}
+
+}  // namespace rlp::cuda::kern

@@ -1,0 +1,303 @@
+// Attribution and inspect sections of the report, as data (see sections.hpp).
+#include "report/sections.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <numeric>
+
+namespace rlp::report {
+
+namespace {
+
+constexpr const char* kAbs = "mean_abs_log_ratio";
+constexpr const char* kKl = "mean_kl_gen_train";
+
+struct Column {
+  std::string key, header;
+};
+
+// Row order: `key` descending (ascending when !desc), NaN last, ties by row index.
+std::vector<std::size_t> order_by(const std::vector<double>& key, bool desc) {
+  std::vector<std::size_t> idx(key.size());
+  std::iota(idx.begin(), idx.end(), std::size_t{0});
+  std::stable_sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
+    const double x = key[a], y = key[b];
+    if (std::isnan(x) != std::isnan(y)) return std::isnan(y);
+    return desc ? x > y : x < y;
+  });
+  return idx;
+}
+
+// Adds the columns of `t` named in `cols` (those present) to `s`, rows in `order`.
+void fill_table(TableSection& s, const AttributionTable& t, const std::vector<Column>& cols,
+                const std::vector<std::size_t>& order) {
+  std::vector<const Column*> present;
+  for (const auto& c : cols)
+    if (t.values.count(c.key) || t.labels.count(c.key)) present.push_back(&c);
+  for (const Column* c : present) {
+    s.keys.push_back(c->key);
+    s.headers.push_back(c->header);
+  }
+  for (std::size_t i : order) {
+    std::vector<TableCell> row;
+    for (const Column* c : present) {
+      if (auto v = t.values.find(c->key); v != t.values.end())
+        row.push_back(num_cell(i < v->second.size() ? v->second[i] : std::nan("")));
+      else {
+        const auto& l = t.labels.at(c->key);
+        row.push_back(text_cell(i < l.size() ? l[i] : std::string()));
+      }
+    }
+    s.rows.push_back(std::move(row));
+  }
+}
+
+std::size_t column_index(const TableSection& s, const std::string& key) {
+  const auto it = std::find(s.keys.begin(), s.keys.end(), key);
+  return static_cast<std::size_t>(it - s.keys.begin());
+}
+
+// A bar chart of the given columns of `s` (one series each), categories = `label` of each row.
+void add_chart(TableSection& s, const std::string& title, const std::string& ylabel, const std::vector<std::string>& cats,
+               const std::vector<std::pair<std::string, std::string>>& series, std::size_t max_rows = 0) {
+  TableSection::Chart c;
+  c.plot.id = s.id + (s.charts.empty() ? "" : "-" + std::to_string(s.charts.size() + 1));
+  c.plot.title = title;
+  c.plot.x = Axis{"", "", false, {}, {}};
+  c.plot.y = Axis{ylabel, "", false, {}, {}};
+  const std::size_t n = max_rows == 0 ? cats.size() : std::min(max_rows, cats.size());
+  c.categories.assign(cats.begin(), cats.begin() + static_cast<std::ptrdiff_t>(n));
+  std::size_t color = 0;
+  for (const auto& [key, label] : series) {
+    const std::size_t k = column_index(s, key);
+    if (k >= s.keys.size()) continue;
+    BarSeries b{label, color++, {}};
+    for (std::size_t r = 0; r < n; ++r) b.values.push_back(s.rows[r][k].value);
+    c.bars.push_back(std::move(b));
+  }
+  if (c.bars.empty()) return;
+  c.plot.width = bar_chart_width(n * c.bars.size());
+  if (n < cats.size()) c.plot.note = fmt::format("the first {} of {} rows of the table", n, cats.size());
+  s.charts.push_back(std::move(c));
+}
+
+std::string fmt_num(const nlohmann::json& j, const char* key) {
+  if (!j.is_object() || !j.contains(key) || !j[key].is_number()) return "-";
+  return format_sig(j[key].get<double>(), 4);
+}
+
+std::string info_text(const nlohmann::json& info, const char* key) {
+  return info.is_object() && info.contains(key) && info[key].is_string() ? info[key].get<std::string>() : std::string("?");
+}
+
+}  // namespace
+
+TableCell num_cell(double v) { return TableCell{std::string(), v, true}; }
+TableCell text_cell(std::string s) { return TableCell{std::move(s), std::numeric_limits<double>::quiet_NaN(), false}; }
+
+int bar_chart_width(std::size_t n_bars) {
+  return std::max(640, std::min(1300, static_cast<int>(std::min<std::size_t>(n_bars, 1000)) * 14 + 120));
+}
+
+namespace {
+
+// One attribution kind as a section: its columns in display order, the column it is sorted by
+// (largest first) and drawn, the chart's categories and series, and the note built from `info`.
+struct AttributionSpec {
+  const char* kind;
+  const char* id;
+  const char* title;
+  std::vector<Column> columns;
+  std::string sort_key;
+  std::string chart_title;
+  std::function<std::string(const TableSection&, std::size_t row)> category;
+  std::vector<std::pair<std::string, std::string>> series;  // column, legend label
+  std::function<std::string(const nlohmann::json& info)> note;
+};
+
+std::string cell_text(const TableSection& s, std::size_t row, const std::string& key) {
+  const std::size_t k = column_index(s, key);
+  if (k >= s.rows[row].size()) return "?";
+  const TableCell& c = s.rows[row][k];
+  return c.numeric ? format_sig(c.value, 6) : c.text;
+}
+
+const std::vector<AttributionSpec>& attribution_specs() {
+  static const std::vector<AttributionSpec> specs = {
+      {"layers", "attribution-layers", "Layer attribution",
+       {{"rank", "rank"}, {"layer", "layer (fp8 alone)"}, {kAbs, "mean |log ratio|"}, {kKl, "mean KL(gen || train)"},
+        {"excess_mean_abs_log_ratio", "excess mean |log ratio|"}, {"excess_mean_kl_gen_train", "excess mean KL"}},
+       kAbs, "Divergence with only this layer fp8 (generation side), largest first",
+       [](const TableSection& s, std::size_t r) { return "layer " + cell_text(s, r, "layer"); },
+       {{kAbs, "mean |log ratio|"}, {"excess_mean_abs_log_ratio", "excess over no fp8 layer"}},
+       [](const nlohmann::json& info) {
+         const nlohmann::json base = info.value("baseline_no_fp8_layer", nlohmann::json());
+         return fmt::format(
+             "Recipe {}: {}. Rows are the layers, largest mean |log ratio| first; excess = minus the baseline with no "
+             "fp8 layer (mean |log ratio| {}, mean KL {}), what the other kernel differences cost alone.",
+             info_text(info, "recipe"), info_text(info, "method"), fmt_num(base, kAbs), fmt_num(base, kKl));
+       }},
+      {"layer_candidates", "attribution-layer-candidates", "bf16 first/last layers: the recommendation, measured",
+       {{"bf16_first_layers", "--bf16-first-layers"}, {"bf16_last_layers", "--bf16-last-layers"}, {"bf16_layers", "bf16 layers"},
+        {kAbs, "mean |log ratio|"}, {kKl, "mean KL(gen || train)"}, {"removed_per_bf16_layer", "removed per bf16 layer"},
+        {"recommended", "recommended (1)"}},
+       kAbs, "Divergence left by each bf16 first/last choice (full recipe), largest first",
+       [](const TableSection& s, std::size_t r) {
+         return fmt::format("F={} K={}", cell_text(s, r, "bf16_first_layers"), cell_text(s, r, "bf16_last_layers"));
+       },
+       {{kAbs, "mean |log ratio|"}},
+       [](const nlohmann::json& info) {
+         const nlohmann::json rec = info.value("recommended", nlohmann::json());
+         const nlohmann::json full = info.value("full_recipe", nlohmann::json());
+         if (!rec.is_object()) return std::string("No recommendation recorded.");
+         return fmt::format(
+             "Recommended: {} ({} bf16 layer(s)): it leaves mean |log ratio| {} and mean KL {}, against {} and {} with "
+             "every layer fp8 (the full {} recipe). Criterion: {}.",
+             rec.value("flags", std::string("?")), rec.value("bf16_first_layers", 0) + rec.value("bf16_last_layers", 0),
+             fmt_num(rec, kAbs), fmt_num(rec, kKl), fmt_num(full, kAbs), fmt_num(full, kKl), info_text(info, "recipe"),
+             info_text(info, "criterion"));
+       }},
+      {"knobs", "attribution-knobs", "Knob attribution",
+       {{"rank", "rank"}, {"knob", "knob"}, {"gen_value", "generation value"}, {"train_value", "training value"},
+        {kAbs, "mean |log ratio|"}, {kKl, "mean KL(gen || train)"}},
+       kAbs, "Divergence with only this knob different between the paths, largest first",
+       [](const TableSection& s, std::size_t r) { return cell_text(s, r, "knob"); }, {{kAbs, "mean |log ratio|"}},
+       [](const nlohmann::json& info) {
+         return fmt::format(
+             "Recipe {}: {}. Aligned (no knob different): mean |log ratio| {}; every knob at its generation value (the "
+             "recipe): {}. Knobs interact, so the single-knob numbers need not add up.",
+             info_text(info, "recipe"), info_text(info, "method"), fmt_num(info.value("aligned", nlohmann::json()), kAbs),
+             fmt_num(info.value("all_knobs", nlohmann::json()), kAbs));
+       }},
+      {"kv_scales", "attribution-kv-scales", "Stale KV-cache scales",
+       {{"recipe", "recipe"}, {"mean_abs_log_ratio_recalibrated", "mean |log ratio| recalibrated"},
+        {"mean_abs_log_ratio_stale", "mean |log ratio| stale"}, {"mean_abs_log_ratio_added", "mean |log ratio| added"},
+        {"mean_kl_gen_train_recalibrated", "mean KL recalibrated"}, {"mean_kl_gen_train_stale", "mean KL stale"},
+        {"mean_kl_gen_train_added", "mean KL added"}},
+       "mean_abs_log_ratio_added", "Divergence added by stale KV scales, largest first",
+       [](const TableSection& s, std::size_t r) { return cell_text(s, r, "recipe"); },
+       {{"mean_abs_log_ratio_added", "added"}, {"mean_abs_log_ratio_recalibrated", "recalibrated"},
+        {"mean_abs_log_ratio_stale", "stale"}},
+       [](const nlohmann::json& info) {
+         return fmt::format(
+             "fp8 KV-cache scales calibrated on {} (stale) against scales recalibrated on the replayed checkpoint ({} "
+             "method); added = stale - recalibrated, the divergence that skipping recalibration adds. Largest added "
+             "first.",
+             info_text(info, "stale_dir"), info_text(info, "method"));
+       }},
+  };
+  return specs;
+}
+
+}  // namespace
+
+std::vector<TableSection> attribution_sections(const RunData& run) {
+  std::vector<TableSection> out;
+  for (const AttributionSpec& sp : attribution_specs()) {
+    const auto it = run.attribution.find(sp.kind);
+    if (it == run.attribution.end() || !it->second.values.count(sp.sort_key)) continue;
+    const AttributionTable& t = it->second;
+    TableSection s;
+    s.id = sp.id;
+    s.title = sp.title;
+    s.notes.push_back(sp.note(t.info));
+    fill_table(s, t, sp.columns, order_by(t.values.at(sp.sort_key), true));
+    s.bar_column = column_index(s, sp.sort_key);
+    std::vector<std::string> cats;
+    for (std::size_t r = 0; r < s.rows.size(); ++r) cats.push_back(sp.category(s, r));
+    add_chart(s, sp.chart_title, "mean |log ratio| (nats)", cats, sp.series);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::vector<TableSection> inspect_sections(const InspectResult& r, std::size_t max_chart_tensors) {
+  std::vector<TableSection> out;
+  {
+    TableSection s;
+    s.id = "inspect-tensors";
+    s.title = "Per-tensor FP8 quantization (worst SNR first)";
+    s.notes.push_back(fmt::format(
+        "{} tensors of {} (hash {}), 128x128 blocks. SNR = 10 log10(sum x^2 / sum (x - deq)^2) per scale convention "
+        "with fp32 and power-of-2 scales; the max columns are over the 8 convention x scale combinations. "
+        "Definitions: docs/inspect.md.",
+        r.tensors.size(), r.checkpoint_path, r.checkpoint_hash));
+    const auto& convs = inspect_conventions();
+    s.keys = {"name", "layer", "proj", "shape", "amax_min", "amax_median", "amax_max"};
+    s.headers = {"tensor", "layer", "proj", "shape", "block amax min", "block amax median", "block amax max"};
+    for (const bool pow2 : {false, true})
+      for (const auto c : convs) {
+        const std::string pre = std::string(convention_name(c)) + (pow2 ? "_pow2" : "_fp32");
+        s.keys.push_back(pre + "_snr_db");
+        s.headers.push_back(fmt::format("SNR dB {} {}", convention_name(c), pow2 ? "pow2" : "fp32"));
+      }
+    for (const char* k : {"worst_snr_db", "max_rel_fro_err", "max_saturated", "max_clipped", "max_flushed",
+                          "max_nonfinite", "max_blocks_differ_frac"})
+      s.keys.push_back(k);
+    for (const char* h : {"worst SNR dB", "max rel. error", "max saturated", "max clipped", "max flushed", "max nonfinite",
+                          "max blocks differ"})
+      s.headers.push_back(h);
+    std::vector<double> worst;
+    for (const auto& t : r.tensors) worst.push_back(t.worst_snr_db());
+    // Worst first; a NaN SNR is the worst news, so it leads.
+    std::vector<std::size_t> order(worst.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      if (std::isnan(worst[a]) != std::isnan(worst[b])) return std::isnan(worst[a]);
+      return worst[a] < worst[b];
+    });
+    std::vector<std::string> cats;
+    for (std::size_t i : order) {
+      const auto& t = r.tensors[i];
+      std::vector<TableCell> row = {text_cell(t.name), num_cell(t.layer), text_cell(t.proj),
+                                    text_cell(fmt::format("{}x{}", t.rows, t.cols)), num_cell(t.amax_min),
+                                    num_cell(t.amax_median), num_cell(t.amax_max)};
+      double rel = 0, sat = 0, clip = 0, flush = 0, nonfin = 0, differ = 0;
+      for (const bool pow2 : {false, true})
+        for (const auto c : convs) {
+          const QuantStats& q = t.find(c, pow2);
+          row.push_back(num_cell(q.snr_db));
+          rel = std::max(rel, q.rel_fro_err);
+          sat = std::max(sat, static_cast<double>(q.saturated));
+          clip = std::max(clip, static_cast<double>(q.clipped));
+          flush = std::max(flush, static_cast<double>(q.flushed));
+          nonfin = std::max(nonfin, static_cast<double>(q.nonfinite));
+          differ = std::max(differ, q.blocks_differ_frac);
+        }
+      for (double v : {worst[i], rel, sat, clip, flush, nonfin, differ}) row.push_back(num_cell(v));
+      s.rows.push_back(std::move(row));
+      cats.push_back(t.layer >= 0 ? fmt::format("L{}.{}", t.layer, t.proj) : t.name);
+    }
+    s.markdown_rows = 10;
+    for (const bool pow2 : {false, true}) {
+      std::vector<std::pair<std::string, std::string>> series;
+      for (const auto c : convs)
+        series.emplace_back(std::string(convention_name(c)) + (pow2 ? "_pow2" : "_fp32") + "_snr_db", convention_name(c));
+      add_chart(s, fmt::format("Quantization SNR per tensor and convention, {} scales (worst tensor first)", pow2 ? "power-of-2" : "fp32"),
+                "SNR (dB)", cats, series, max_chart_tensors);
+    }
+    out.push_back(std::move(s));
+  }
+  {
+    TableSection s;
+    s.id = "inspect-layers";
+    s.title = "Layers by worst SNR, and what to keep in bf16";
+    s.notes.push_back("Recommendation: " + r.recommendation);
+    s.keys = {"layer", "worst_snr_db", "flagged", "max_amax_spread", "worst_tensor"};
+    s.headers = {"layer", "worst SNR dB", "flagged (1)", "max amax spread (max/median)", "worst tensor"};
+    std::vector<std::string> cats;
+    for (const auto& l : r.layers) {
+      s.rows.push_back({num_cell(l.layer), num_cell(l.worst_snr_db), num_cell(l.flagged ? 1.0 : 0.0),
+                        num_cell(l.max_amax_spread), text_cell(l.worst_tensor)});
+      cats.push_back("layer " + std::to_string(l.layer));
+    }
+    add_chart(s, "Worst SNR per layer (worst first)", "SNR (dB)", cats, {{"worst_snr_db", "worst SNR"}});
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace rlp::report
