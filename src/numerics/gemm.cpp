@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <vector>
 
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -503,28 +503,78 @@ void gemm_fp8_blockscaled(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, cons
 }
 
 // ---- float64 oracle -----------------------------------------------------------------------------
+// Each output is s = s + x[k]*w[k] in increasing k from s = +0, product and sum each rounded to
+// double (-ffp-contract=off: no fusion). W is packed per panel of kF64Cols columns (k-major) and
+// the panel's outputs for kF64Rows rows at a time run as vector lanes, one chain per lane: every
+// output's order is unchanged, only the memory layout and the parallelism differ.
+namespace {
+#if defined(__AVX512F__)
+constexpr int kDLanes = 8;
+using DVec = __m512d;
+inline DVec dvec_zero() { return _mm512_setzero_pd(); }
+inline DVec dvec_load(const double* p) { return _mm512_loadu_pd(p); }
+inline void dvec_store(double* p, DVec v) { _mm512_storeu_pd(p, v); }
+inline DVec dvec_mul_add(DVec s, double x, DVec w) { return _mm512_add_pd(s, _mm512_mul_pd(_mm512_set1_pd(x), w)); }
+#elif defined(__AVX2__)
+constexpr int kDLanes = 4;
+using DVec = __m256d;
+inline DVec dvec_zero() { return _mm256_setzero_pd(); }
+inline DVec dvec_load(const double* p) { return _mm256_loadu_pd(p); }
+inline void dvec_store(double* p, DVec v) { _mm256_storeu_pd(p, v); }
+inline DVec dvec_mul_add(DVec s, double x, DVec w) { return _mm256_add_pd(s, _mm256_mul_pd(_mm256_set1_pd(x), w)); }
+#else
+constexpr int kDLanes = 4;
+struct DVec {
+  double v[kDLanes];
+};
+inline DVec dvec_zero() { return DVec{}; }
+inline DVec dvec_load(const double* p) {
+  DVec r;
+  std::copy(p, p + kDLanes, r.v);
+  return r;
+}
+inline void dvec_store(double* p, DVec v) { std::copy(v.v, v.v + kDLanes, p); }
+inline DVec dvec_mul_add(DVec s, double x, DVec w) {
+  for (int i = 0; i < kDLanes; ++i) s.v[i] = s.v[i] + x * w.v[i];
+  return s;
+}
+#endif
+constexpr int kF64Rows = 4;
+constexpr int kF64Vecs = 2;
+constexpr int kF64Cols = kF64Vecs * kDLanes;
+}  // namespace
+
 void gemm_f64(const double* X, const double* W, double* Y, int M, int N, int K) {
   RLP_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm_f64: negative shape M={} N={} K={}", M, N, K);
-  // Each output is s = s + x[k]*w[k] in increasing k (-ffp-contract=off: no fusion). Blocks of
-  // 4 rows x 4 columns keep 16 independent chains in flight; every output's order is unchanged.
-  constexpr int BM = 4, BN = 4;
-  const size_t mblocks = (static_cast<size_t>(M) + BM - 1) / BM;
-  rlp::parallel_for(mblocks, 1, [&](size_t b0, size_t b1) {
-    for (size_t b = b0; b < b1; ++b) {
-      const int m0 = static_cast<int>(b) * BM, mr = std::min(BM, M - m0);
-      for (int n0 = 0; n0 < N; n0 += BN) {
-        const int nr = std::min(BN, N - n0);
-        double acc[BM][BN] = {};
-        const double* xs[BM];
-        const double* ws[BN];
-        for (int i = 0; i < BM; ++i) xs[i] = X + static_cast<size_t>(m0 + std::min(i, mr - 1)) * static_cast<size_t>(K);
-        for (int j = 0; j < BN; ++j) ws[j] = W + static_cast<size_t>(n0 + std::min(j, nr - 1)) * static_cast<size_t>(K);
-        for (int k = 0; k < K; ++k)
-          for (int i = 0; i < BM; ++i)
-            for (int j = 0; j < BN; ++j) acc[i][j] = acc[i][j] + xs[i][k] * ws[j][k];
-        for (int i = 0; i < mr; ++i)
-          for (int j = 0; j < nr; ++j)
-            Y[static_cast<size_t>(m0 + i) * static_cast<size_t>(N) + static_cast<size_t>(n0 + j)] = acc[i][j];
+  if (M == 0 || N == 0) return;
+  const size_t panels = (static_cast<size_t>(N) + kF64Cols - 1) / kF64Cols;
+  const size_t ks = static_cast<size_t>(K);
+  rlp::parallel_for(panels, 1, [&](size_t p0, size_t p1) {
+    std::vector<double> wp(ks * kF64Cols);
+    for (size_t p = p0; p < p1; ++p) {
+      const int n0 = static_cast<int>(p) * kF64Cols, nr = std::min(kF64Cols, N - n0);
+      for (int j = 0; j < kF64Cols; ++j) {  // columns past N are zero; their lanes are discarded
+        const double* w = j < nr ? W + static_cast<size_t>(n0 + j) * ks : nullptr;
+        for (size_t k = 0; k < ks; ++k) wp[k * kF64Cols + static_cast<size_t>(j)] = w ? w[k] : 0.0;
+      }
+      for (int m0 = 0; m0 < M; m0 += kF64Rows) {
+        const int mr = std::min(kF64Rows, M - m0);
+        const double* xs[kF64Rows];
+        for (int i = 0; i < kF64Rows; ++i) xs[i] = X + static_cast<size_t>(m0 + std::min(i, mr - 1)) * ks;
+        DVec acc[kF64Rows][kF64Vecs];
+        for (auto& row : acc)
+          for (DVec& a : row) a = dvec_zero();
+        for (size_t k = 0; k < ks; ++k) {
+          DVec w[kF64Vecs];
+          for (int v = 0; v < kF64Vecs; ++v) w[v] = dvec_load(wp.data() + k * kF64Cols + static_cast<size_t>(v) * kDLanes);
+          for (int i = 0; i < kF64Rows; ++i)
+            for (int v = 0; v < kF64Vecs; ++v) acc[i][v] = dvec_mul_add(acc[i][v], xs[i][k], w[v]);
+        }
+        double t[kF64Cols];
+        for (int i = 0; i < mr; ++i) {
+          for (int v = 0; v < kF64Vecs; ++v) dvec_store(t + v * kDLanes, acc[i][v]);
+          std::copy(t, t + nr, Y + static_cast<size_t>(m0 + i) * static_cast<size_t>(N) + static_cast<size_t>(n0));
+        }
       }
     }
   });

@@ -141,6 +141,30 @@ TEST(NumericsGemm, F32AccMatchesStatedOrderBitwise) {
   }
 }
 
+// The oracle GEMM against its stated order, written out naively: s = s + x*w per k from +0.
+TEST(NumericsGemm, F64MatchesStatedOrderBitwise) {
+  for (const int M : {1, 6, 37}) {
+    const int N = 45, K = 301;  // neither a multiple of any panel width
+    std::mt19937 rng(static_cast<unsigned>(M));
+    std::normal_distribution<double> d(0.0, 1.0);
+    std::vector<double> X(static_cast<size_t>(M * K)), W(static_cast<size_t>(N * K)), Y(static_cast<size_t>(M * N));
+    for (double& v : X) v = d(rng) * (rng() % 7 == 0 ? 1e6 : 1.0);  // wide range: order matters
+    for (double& v : W) v = d(rng);
+    gemm_f64(X.data(), W.data(), Y.data(), M, N, K);
+    for (int m = 0; m < M; ++m)
+      for (int n = 0; n < N; ++n) {
+        volatile double s = 0.0;  // volatile: one rounding per product and per sum, as stated
+        for (int k = 0; k < K; ++k) {
+          volatile double prod = X[static_cast<size_t>(m * K + k)] * W[static_cast<size_t>(n * K + k)];
+          s = s + prod;
+        }
+        const double ref = s;
+        ASSERT_EQ(std::memcmp(&Y[static_cast<size_t>(m * N + n)], &ref, sizeof(double)), 0)
+            << "M=" << M << " m=" << m << " n=" << n << ": " << Y[static_cast<size_t>(m * N + n)] << " vs " << ref;
+      }
+  }
+}
+
 TEST(NumericsGemm, F32AccWithinDerivedBoundOfFloat64) {
   const int M = 24, N = 40, K = 1500;
   const auto X = random_bf16(M * K, 3), W = random_bf16(N * K, 4);
