@@ -221,9 +221,6 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
   const int64_t total_tokens = static_cast<int64_t>(T * NR);
   int64_t done_tokens = 0;
 
-  // Groups of sequences bound memory (each path holds R x vocab log-prob rows per sequence of the
-  // group) while decode steps of a group share one pass over the weights.
-  constexpr std::size_t kGroup = 8;
   std::vector<std::unique_ptr<PathRunner>> gen_ops, train_ops;
   auto make_runner = [&](const PathStyle& s) -> std::unique_ptr<PathRunner> {
     if (opt.backend && opt.backend->make_runner) return opt.backend->make_runner(spec, weights_for(s), s, &kv_scales);
@@ -233,8 +230,8 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
     gen_ops.push_back(make_runner(rc.gen));
     train_ops.push_back(make_runner(rc.train));
   }
-  for (std::size_t g0 = 0; g0 < S; g0 += kGroup) {
-    const std::size_t g1 = std::min(S, g0 + kGroup);
+  for (std::size_t g0 = 0; g0 < S; g0 += kReplayGroup) {
+    const std::size_t g1 = std::min(S, g0 + kReplayGroup);
     std::vector<SeqTokens> group(g1 - g0);
     for (std::size_t i = g0; i < g1; ++i) {
       SeqTokens& st = group[i - g0];

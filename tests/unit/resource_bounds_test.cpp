@@ -152,11 +152,25 @@ TEST(MemoryEstimate, CountsEachWeightFormAndTheOracle) {
   EXPECT_GT(extra, 6.9e9 * 1.0 + 2 * 4 * 4096.0 * 128256 * 0.99);
   EXPECT_LT(extra, 6.9e9 * 1.1 + 2 * 4 * 4096.0 * 128256 * 1.1);
   // Workers multiply the per-sequence working set; long sequences grow it.
+  auto part = [](const rlp::MemoryEstimate& e, const std::string& key) {
+    for (const auto& [what, bytes] : e.parts)
+      if (what.find(key) != std::string::npos) return static_cast<double>(bytes);
+    return -1.0;
+  };
   const auto t1 = rlp::estimate_replay_memory(s, seqs(8, 2000, 2000), o, 1);
   const auto t8 = rlp::estimate_replay_memory(s, seqs(8, 2000, 2000), o, 8);
-  EXPECT_GT(t8.total, t1.total + 7 * (t1.total - fp8.total) / 2);
+  EXPECT_DOUBLE_EQ(part(t8, "worker(s)"), 8 * part(t1, "worker(s)"));
+  EXPECT_GT(part(t1, "worker(s)"), part(fp8, "worker(s)") * 100);  // 4000 vs 32 tokens
+  EXPECT_GT(t8.total, t1.total);
   EXPECT_NE(t8.describe().find("8 worker(s)"), std::string::npos) << t8.describe();
   EXPECT_NE(t8.describe().find("total"), std::string::npos);
+  // A group (up to 8 sequences) keeps every sequence's log-prob rows: 2000 x vocab x (4 + 4) B each
+  // without the oracle, whatever the thread count.
+  const auto g1 = rlp::estimate_replay_memory(s, seqs(1, 2000, 2000), o, 1);
+  EXPECT_DOUBLE_EQ(part(t1, "one group of 8"), 8 * part(g1, "one group of 1"));
+  EXPECT_GT(part(g1, "one group of 1"), 2000.0 * 128256 * 8);
+  const auto many = rlp::estimate_replay_memory(s, seqs(20, 2000, 2000), o, 1);
+  EXPECT_DOUBLE_EQ(part(many, "one group of 8"), part(t1, "one group of 8"));
 }
 
 TEST(MemoryEstimate, AbsurdShapesSaturateInsteadOfWrapping) {

@@ -19,6 +19,10 @@ namespace rlp {
 
 enum class KvScaleMethod { nemo, vllm };
 
+// Sequences replayed together: each path keeps R x vocab log-prob rows per sequence of the group
+// (memory), and a group's decode steps share one pass over the weights (speed).
+inline constexpr std::size_t kReplayGroup = 8;
+
 struct ReplayOptions {
   std::vector<std::string> recipes{"bf16", "fp8-gen", "fp8-e2e"};
   RecipeOptions recipe;
