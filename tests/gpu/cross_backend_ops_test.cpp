@@ -140,7 +140,8 @@ void append(std::vector<double>& v, const M& m) {
   v.insert(v.end(), m.data(), m.data() + m.size());
 }
 
-// ---- inputs ----------------------------------------------------------------------------------------
+// ---- inputs and device cases (only built with the CUDA backend) ------------------------------------
+#if RLPARITY_HAVE_CUDA
 std::vector<float> sample_floats() {  // every exponent, random mantissas, both signs
   std::vector<float> v;
   std::mt19937 rng(1u);
@@ -238,7 +239,6 @@ PathStyle style(void (*tweak)(PathStyle&)) {
   return s;
 }
 
-#if RLPARITY_HAVE_CUDA
 // The device context, or a skip reason.
 std::shared_ptr<cuda::CudaContext> context(std::string* why) {
   static std::string reason;
