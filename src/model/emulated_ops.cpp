@@ -5,6 +5,10 @@
 #include <limits>
 #include <numbers>
 
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#include <immintrin.h>
+#endif
+
 #include "rlparity/model/rope.hpp"
 #include "rlparity/numerics/formats.hpp"
 #include "rlparity/numerics/quantize.hpp"
@@ -31,6 +35,7 @@ EmulatedOps::Cache EmulatedOps::new_cache(int capacity) const {
   const int width = spec_.kv_heads * spec_.head_dim;
   c.k.assign(static_cast<std::size_t>(spec_.layers), Mat(capacity, width));
   c.v.assign(static_cast<std::size_t>(spec_.layers), Mat(capacity, width));
+  c.kt.assign(static_cast<std::size_t>(spec_.layers), Mat(width, capacity));
   return c;
 }
 
@@ -178,24 +183,61 @@ struct PartitionState {
 };
 
 // s[j - b0] = q . K[j][col0 .. col0+hd) for keys b0..b1, each dot a sequential fp32 fma chain over
-// d (the order the paths model). Eight keys' chains are interleaved so the core is not bound by
-// one chain's fma latency; each chain's own order, and so its result, is unchanged.
-void key_dots(const float* q, const EmulatedOps::Mat& K, int col0, int hd, int b0, int b1, float* s) {
-  constexpr int kLanes = 8;
-  int j = b0;
-  for (; j + kLanes - 1 <= b1; j += kLanes) {
-    const float* kr[kLanes];
-    for (int i = 0; i < kLanes; ++i) kr[i] = K.row(j + i).data() + col0;
-    float acc[kLanes] = {};
-    for (int d = 0; d < hd; ++d)
-      for (int i = 0; i < kLanes; ++i) acc[i] = std::fma(q[d], kr[i][d], acc[i]);
-    for (int i = 0; i < kLanes; ++i) s[j - b0 + i] = acc[i];
+// d from +0 (the order the paths model). Kt is K transposed: the loop over keys is contiguous and
+// vectorizes, each key's chain keeping its own order, so its result is unchanged.
+void key_dots(const float* q, const EmulatedOps::Mat& Kt, int col0, int hd, int b0, int b1, float* __restrict s) {
+  const int nk = b1 - b0 + 1;
+  std::fill(s, s + nk, 0.0f);
+  for (int d = 0; d < hd; ++d) {
+    const float qd = q[d];
+    const float* __restrict kt = Kt.row(col0 + d).data() + b0;
+    for (int j = 0; j < nk; ++j) s[j] = std::fma(qd, kt[j], s[j]);
   }
-  for (; j <= b1; ++j) {
-    const float* kr = K.row(j).data() + col0;
-    float dot = 0.0f;
-    for (int d = 0; d < hd; ++d) dot = std::fma(q[d], kr[d], dot);
-    s[j - b0] = dot;
+}
+
+// acc[d] = fma(p[j], V[j][col0 + d], acc[d]) for keys j = b0..b1 in order, for every d. Up to
+// four vectors of dimensions stay in registers across the keys (independent chains); per d the
+// order over keys is unchanged.
+#if defined(__AVX512F__)
+constexpr int kPvLanes = 16;
+using PvVec = __m512;
+inline PvVec pv_load(const float* p) { return _mm512_loadu_ps(p); }
+inline void pv_store(float* p, PvVec v) { _mm512_storeu_ps(p, v); }
+inline PvVec pv_fma(float a, const float* b, PvVec c) { return _mm512_fmadd_ps(_mm512_set1_ps(a), _mm512_loadu_ps(b), c); }
+#elif defined(__AVX2__) && defined(__FMA__)
+constexpr int kPvLanes = 8;
+using PvVec = __m256;
+inline PvVec pv_load(const float* p) { return _mm256_loadu_ps(p); }
+inline void pv_store(float* p, PvVec v) { _mm256_storeu_ps(p, v); }
+inline PvVec pv_fma(float a, const float* b, PvVec c) { return _mm256_fmadd_ps(_mm256_set1_ps(a), _mm256_loadu_ps(b), c); }
+#else
+constexpr int kPvLanes = 1;
+using PvVec = float;
+inline PvVec pv_load(const float* p) { return *p; }
+inline void pv_store(float* p, PvVec v) { *p = v; }
+inline PvVec pv_fma(float a, const float* b, PvVec c) { return std::fma(a, *b, c); }
+#endif
+
+template <int NV>
+void accumulate_pv_vectors(const float* p, const EmulatedOps::Mat& V, int col, int b0, int b1, float* acc) {
+  PvVec a[NV];
+  for (int v = 0; v < NV; ++v) a[v] = pv_load(acc + v * kPvLanes);
+  for (int j = b0; j <= b1; ++j) {
+    const float pj = p[j - b0];
+    const float* vr = V.row(j).data() + col;
+    for (int v = 0; v < NV; ++v) a[v] = pv_fma(pj, vr + v * kPvLanes, a[v]);
+  }
+  for (int v = 0; v < NV; ++v) pv_store(acc + v * kPvLanes, a[v]);
+}
+
+void accumulate_pv(const float* p, const EmulatedOps::Mat& V, int col0, int hd, int b0, int b1, float* acc) {
+  int d0 = 0;
+  for (; d0 + 4 * kPvLanes <= hd; d0 += 4 * kPvLanes) accumulate_pv_vectors<4>(p, V, col0 + d0, b0, b1, acc + d0);
+  for (; d0 + kPvLanes <= hd; d0 += kPvLanes) accumulate_pv_vectors<1>(p, V, col0 + d0, b0, b1, acc + d0);
+  for (int j = b0; j <= b1; ++j) {
+    const float pj = p[j - b0];
+    const float* vr = V.row(j).data() + col0;
+    for (int d = d0; d < hd; ++d) acc[d] = std::fma(pj, vr[d], acc[d]);
   }
 }
 
@@ -216,6 +258,7 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
   Mat& K = cache.k[li];
   Mat& V = cache.v[li];
   if (pos0 + n > K.rows()) RLP_THROW("KV cache capacity {} exceeded at position {}", K.rows(), pos0 + n);
+  RLP_CHECK(li < cache.kt.size() && cache.kt[li].cols() == K.rows(), "KV cache was not made by new_cache()");
   const bool fp8_kv = style_.kv_cache == KvCacheDtype::fp8;
   const float ks = fp8_kv ? kv_scales_.k[li] : 1.0f, vs = fp8_kv ? kv_scales_.v[li] : 1.0f;
   const float qs = fp8_kv ? kv_scales_.q[li] : 1.0f;
@@ -230,6 +273,7 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
         K(pos0 + r, c) = k(r, c);
         V(pos0 + r, c) = v(r, c);
       }
+      cache.kt[li](c, pos0 + r) = K(pos0 + r, c);
     }
   const float softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
   const float c_log2 = softmax_scale * (fp8_kv ? qs * ks : 1.0f) * std::numbers::log2e_v<float>;
@@ -238,11 +282,16 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
                                                                     : std::numeric_limits<int>::max();
   out.resize(n, spec_.heads * hd);
   // Each (row, head) output is computed by one task in a fixed order: thread-count independent.
+  // Tasks visit rows from both ends alternately (0, n-1, 1, n-2, ...): causal rows cost in
+  // proportion to their position, and the pool's contiguous split would give the last thread the
+  // longest rows.
   parallel_for(static_cast<std::size_t>(n) * static_cast<std::size_t>(spec_.heads), 4, [&](std::size_t t0, std::size_t t1) {
-    std::vector<float> qrow(static_cast<std::size_t>(hd)), s(static_cast<std::size_t>(block));
+    std::vector<float> qrow(static_cast<std::size_t>(hd)), s(static_cast<std::size_t>(block)),
+        pr(static_cast<std::size_t>(block));
     std::vector<PartitionState> parts;
     for (std::size_t task = t0; task < t1; ++task) {
-      const int r = static_cast<int>(task / static_cast<std::size_t>(spec_.heads));
+      const int ri = static_cast<int>(task / static_cast<std::size_t>(spec_.heads));
+      const int r = ri % 2 == 0 ? ri / 2 : n - 1 - ri / 2;
       const int h = static_cast<int>(task % static_cast<std::size_t>(spec_.heads));
       const int last = pos0 + r;  // causal: keys 0..last
       const int g = h / group;
@@ -255,7 +304,7 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
         st.acc.assign(static_cast<std::size_t>(hd), 0.0f);
         for (int b0 = p0; b0 <= p1; b0 += block) {
           const int b1 = std::min(b0 + block - 1, p1);
-          key_dots(qrow.data(), K, g * hd, hd, b0, b1, s.data());
+          key_dots(qrow.data(), cache.kt[li], g * hd, hd, b0, b1, s.data());
           float m_new = st.m;
           for (int j = b0; j <= b1; ++j) m_new = std::max(m_new, s[static_cast<std::size_t>(j - b0)]);
           const float m_scaled = m_new * c_log2;
@@ -265,10 +314,9 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
           for (int j = b0; j <= b1; ++j) {
             const float p = std::exp2(std::fma(s[static_cast<std::size_t>(j - b0)], c_log2, -m_scaled));
             st.l += p;
-            const float pr = !style_.attn_p_round ? p : (fp8_kv ? num::round_e4m3_sat(p) : round_act(p));
-            const float* vr = V.row(j).data() + g * hd;
-            for (int d = 0; d < hd; ++d) st.acc[static_cast<std::size_t>(d)] = std::fma(pr, vr[d], st.acc[static_cast<std::size_t>(d)]);
+            pr[static_cast<std::size_t>(j - b0)] = !style_.attn_p_round ? p : (fp8_kv ? num::round_e4m3_sat(p) : round_act(p));
           }
+          accumulate_pv(pr.data(), V, g * hd, hd, b0, b1, st.acc.data());
           st.m = m_new;
         }
         parts.push_back(std::move(st));

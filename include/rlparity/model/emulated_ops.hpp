@@ -24,6 +24,9 @@ class EmulatedOps {
   using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   struct Cache {
     std::vector<Mat> k, v;  // per layer [capacity x kv_heads*head_dim], values as the cache holds them
+    // per layer [kv_heads*head_dim x capacity]: the same keys transposed, so that the scores of a
+    // block of keys are one vectorized loop per head dimension (same values, same order).
+    std::vector<Mat> kt;
     int length = 0;
   };
 
