@@ -319,14 +319,19 @@ void gemm_fp8_small_m(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, const fl
       wsc[j] = W.scale_inv.data() + static_cast<size_t>(cols[j] / W.block_rows) * static_cast<size_t>(wcb);
     }
     Lanes tot[kSmallCols]{}, y[kSmallCols]{}, p[kSmallCols]{};
+    float wd[kSmallCols][KC];  // B <= KC (checked by the caller)
     for (int r = 0; r < S; ++r) {
       for (Lanes& v : y) v = lanes_zero();
       for (int sl = split_begin(slices, S, r); sl < split_begin(slices, S, r + 1); ++sl) {
-        const int k0 = sl * B, k1 = std::min(K, k0 + B);
+        const int k0 = sl * B, len = std::min(K, k0 + B) - k0;
+        // The slice's weight codes decoded first (a tight table loop the compiler vectorizes),
+        // then the fma chains read them as broadcasts.
+        for (int j = 0; j < kSmallCols; ++j)
+          for (int kk = 0; kk < len; ++kk) wd[j][kk] = wlut[w[j][k0 + kk]];
         for (Lanes& v : p) v = lanes_zero();
-        for (int k = k0; k < k1; ++k) {
-          const Lanes x = lanes_load(xt.data() + static_cast<size_t>(k) * kSmallM);
-          for (int j = 0; j < kSmallCols; ++j) p[j] = lanes_fma(wlut[w[j][k]], x, p[j]);
+        for (int kk = 0; kk < len; ++kk) {
+          const Lanes x = lanes_load(xt.data() + static_cast<size_t>(k0 + kk) * kSmallM);
+          for (int j = 0; j < kSmallCols; ++j) p[j] = lanes_fma(wd[j][kk], x, p[j]);
         }
         const Lanes sa = lanes_load(sat.data() + static_cast<size_t>(sl) * kSmallM);
         for (int j = 0; j < kSmallCols; ++j) {
