@@ -10,35 +10,15 @@
 #include <filesystem>
 #include <string>
 
+#include "unit/scratch_test_util.hpp"
+
 namespace {
 namespace fs = std::filesystem;
 
-struct Result {
-  int code;
-  std::string output;
-};
+using Result = rlp_test::CommandResult;
+Result run(const std::string& cmd) { return rlp_test::run_command(cmd); }
 
-Result run(const std::string& cmd) {
-  const std::string full = cmd + " 2>&1";
-  FILE* p = popen(full.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (std::size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-class CudaBackendCli : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("rlp_cuda_cli_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
-};
+using CudaBackendCli = rlp_test::ScratchDirTest;
 
 TEST_F(CudaBackendCli, NoGpuIsOneClearErrorWithExitCode2) {
   const fs::path out = dir_ / "run.h5";

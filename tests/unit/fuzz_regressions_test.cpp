@@ -20,6 +20,7 @@
 #include "rlparity/replay/inputs.hpp"
 #include "rlparity/util/error.hpp"
 #include "rlparity/util/json_depth.hpp"
+#include "unit/scratch_test_util.hpp"
 
 namespace {
 namespace fs = std::filesystem;
@@ -33,31 +34,8 @@ std::string read_file(const fs::path& p) {
   return ss.str();
 }
 
-class FuzzRegressions : public ::testing::Test {
+class FuzzRegressions : public rlp_test::ScratchDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("rlp_fuzzreg_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string write(const std::string& name, const std::string& bytes) const {
-    const fs::path p = dir_ / name;
-    std::ofstream(p, std::ios::binary) << bytes;
-    return p.string();
-  }
-  // The message of the InputError that `f` must throw (no crash, no other exception type).
-  template <class F>
-  std::string input_error(F&& f) {
-    try {
-      f();
-    } catch (const rlp::InputError& e) {
-      return e.what();
-    }
-    ADD_FAILURE() << "expected an InputError";
-    return "";
-  }
   // Replays one saved input the way its fuzz target does.
   void replay(const fs::path& input) {
     const std::string name = input.filename().string();
@@ -101,7 +79,6 @@ class FuzzRegressions : public ::testing::Test {
       EXPECT_NE(msg.find("bytes can hold"), std::string::npos) << msg;
     }
   }
-  fs::path dir_;
 };
 
 TEST_F(FuzzRegressions, SavedInputsGiveInputErrors) {

@@ -10,46 +10,24 @@
 #include <fstream>
 #include <string>
 
+#include "unit/scratch_test_util.hpp"
+
 namespace {
 namespace fs = std::filesystem;
 
-struct Result {
-  int code;
-  std::string output;
-};
+using Result = rlp_test::CommandResult;
+using rlp_test::run_command;
+Result run(const std::string& cmd) { return run_command(cmd); }
 
-Result run(const std::string& cmd) {
-  const std::string full = cmd + " 2>&1";
-  FILE* p = popen(full.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (std::size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-class ReplayCli : public ::testing::Test {
+class ReplayCli : public rlp_test::ScratchDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("rlp_cli_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string cli() const { return RLPARITY_CLI_PATH; }
-  std::string write(const std::string& name, const std::string& text) const {
-    const fs::path p = dir_ / name;
-    std::ofstream(p) << text;
-    return p.string();
-  }
   // No file (final or temporary) left in the scratch directory but the inputs.
   bool only_inputs_left() const {
     for (const auto& e : fs::directory_iterator(dir_))
       if (e.path().extension() != ".jsonl") return false;
     return true;
   }
-  fs::path dir_;
 };
 
 TEST_F(ReplayCli, DefaultRunFromAnotherDirectoryWritesAReadableFile) {

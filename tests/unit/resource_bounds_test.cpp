@@ -16,37 +16,13 @@
 #include "rlparity/replay/inputs.hpp"
 #include "rlparity/replay/memory_estimate.hpp"
 #include "rlparity/util/error.hpp"
+#include "unit/scratch_test_util.hpp"
 
 namespace {
 namespace fs = std::filesystem;
 const std::string kStories = std::string(RLPARITY_SOURCE_DIR) + "/fixtures/models/stories260K";
 
-class Bounds : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("rlp_bounds_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string write(const std::string& name, const std::string& bytes) const {
-    const fs::path p = dir_ / name;
-    std::ofstream(p, std::ios::binary) << bytes;
-    return p.string();
-  }
-  template <class F>
-  std::string error_of(F&& f) {
-    try {
-      f();
-    } catch (const rlp::InputError& e) {
-      return e.what();
-    }
-    ADD_FAILURE() << "expected an InputError";
-    return "";
-  }
-  fs::path dir_;
-};
+using Bounds = rlp_test::ScratchDirTest;
 
 std::string safetensors(const std::string& header, const std::string& data) {
   std::string out(8, '\0');
@@ -62,7 +38,7 @@ TEST_F(Bounds, DeclaredTensorSizeBeyondFileIsRefusedBeforeAllocation) {
   write("ck/model.safetensors",
         safetensors(R"({"model.embed_tokens.weight":{"dtype":"F32","shape":[1048576,1048576],"data_offsets":[0,4398046511104]}})",
                     std::string(16, '\0')));
-  const std::string e = error_of([&] { rlp::Checkpoint::open((dir_ / "ck").string()); });
+  const std::string e = input_error([&] { rlp::Checkpoint::open((dir_ / "ck").string()); });
   EXPECT_NE(e.find("past the end of the file"), std::string::npos) << e;
 }
 
@@ -70,7 +46,7 @@ TEST_F(Bounds, ConfigJsonOverCapIsRefused) {
   fs::create_directories(dir_ / "ck");
   fs::copy_file(fs::path(kStories) / "model.safetensors", dir_ / "ck" / "model.safetensors");
   fs::resize_file(write("ck/config.json", "{}"), (16u << 20) + 1);
-  const std::string e = error_of([&] { rlp::Checkpoint::open((dir_ / "ck").string()); });
+  const std::string e = input_error([&] { rlp::Checkpoint::open((dir_ / "ck").string()); });
   EXPECT_NE(e.find("16 MiB limit"), std::string::npos) << e;
 }
 
@@ -78,7 +54,7 @@ TEST_F(Bounds, InputsLineOverCapIsRefused) {
   std::string line = R"({"id": "a", "prompt": [1], "pad": ")";
   line.append(rlp::kMaxInputLineBytes, 'x');
   const std::string p = write("in.jsonl", line);
-  const std::string e = error_of([&] { rlp::read_inputs_jsonl(p, 512, 512); });
+  const std::string e = input_error([&] { rlp::read_inputs_jsonl(p, 512, 512); });
   EXPECT_NE(e.find("longer than 64 MiB"), std::string::npos) << e;
 }
 
@@ -86,7 +62,7 @@ TEST_F(Bounds, DumpLineOverCapIsRefused) {
   std::string line = R"({"id": "a", "pad": ")";
   line.append(rlp::compare::kMaxDumpLineBytes, 'x');
   const std::string p = write("d.jsonl", line);
-  const std::string e = error_of([&] { rlp::compare::read_combined_dump(p); });
+  const std::string e = input_error([&] { rlp::compare::read_combined_dump(p); });
   EXPECT_NE(e.find("longer than 64 MiB"), std::string::npos) << e;
   EXPECT_NE(e.find(p + ":1"), std::string::npos) << e;
 }
@@ -94,7 +70,7 @@ TEST_F(Bounds, DumpLineOverCapIsRefused) {
 TEST_F(Bounds, ThresholdsFileOverCapIsRefused) {
   const std::string p = write("t.toml", "[default]\n");
   fs::resize_file(p, rlp::gate::kMaxThresholdsFileBytes + 1);
-  const std::string e = error_of([&] { rlp::gate::load_thresholds_file(p); });
+  const std::string e = input_error([&] { rlp::gate::load_thresholds_file(p); });
   EXPECT_NE(e.find("over the 1024 KiB limit"), std::string::npos) << e;
 }
 
@@ -181,18 +157,8 @@ TEST(MemoryEstimate, AbsurdShapesSaturateInsteadOfWrapping) {
   EXPECT_EQ(e.total, UINT64_MAX);
 }
 
-struct CliResult {
-  int code;
-  std::string output;
-};
-CliResult run(const std::string& cmd) {
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (std::size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using CliResult = rlp_test::CommandResult;
+CliResult run(const std::string& cmd) { return rlp_test::run_command(cmd); }
 
 TEST_F(Bounds, ReplayMaxMemoryRefusesWithTheEstimate) {
   const std::string out = (dir_ / "run.h5").string();
