@@ -35,6 +35,20 @@ struct Preference {
 int out_kind(cudaDataType_t t) { return t == CUDA_R_16BF ? 1 : (t == CUDA_R_16F ? 2 : 0); }
 std::size_t out_size(cudaDataType_t t) { return t == CUDA_R_32F ? 4 : 2; }
 
+// The GEMM's output type: fp32 when a bias is added afterwards or fp32 is asked for, else the
+// requested 16-bit format.
+cudaDataType_t output_type(const float* bias, num::OutRound out) {
+  return (bias || out == num::OutRound::fp32) ? CUDA_R_32F : (out == num::OutRound::fp16 ? CUDA_R_16F : CUDA_R_16BF);
+}
+
+// fp32 compute, A (weights) transposed, B (activations) not: TN, as TransformerEngine calls it.
+void make_tn_desc(MatmulDesc& op) {
+  RLP_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op.d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  RLP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  RLP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+}
+
 }  // namespace
 
 struct LtGemm::Impl {
@@ -81,13 +95,9 @@ void LtGemm::gemm16(const uint16_t* X, const uint16_t* W, int M, int N, int K, b
                     num::OutRound out, float* Y) {
   if (M == 0 || N == 0) return;
   const cudaDataType_t in_type = fp16 ? CUDA_R_16F : CUDA_R_16BF;
-  const cudaDataType_t d_type =
-      (bias || out == num::OutRound::fp32) ? CUDA_R_32F : (out == num::OutRound::fp16 ? CUDA_R_16F : CUDA_R_16BF);
+  const cudaDataType_t d_type = output_type(bias, out);
   MatmulDesc op;
-  RLP_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op.d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  RLP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-  RLP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  make_tn_desc(op);
   if (!impl_->run(op.d, in_type, in_type, d_type, W, X, N, M, K))
     throw Error(__FILE__, __LINE__,
                 "cublasLtMatmulAlgoGetHeuristic: no algorithm for a " + std::string(fp16 ? "fp16" : "bf16") +
@@ -99,13 +109,9 @@ bool LtGemm::gemm_fp8(const uint8_t* Xq, const float* xs, const uint8_t* Wq, con
                       int K, const float* bias, num::OutRound out, float* Y) {
 #if CUBLAS_VERSION >= 120900
   if (M == 0 || N == 0) return true;
-  const cudaDataType_t d_type =
-      (bias || out == num::OutRound::fp32) ? CUDA_R_32F : (out == num::OutRound::fp16 ? CUDA_R_16F : CUDA_R_16BF);
+  const cudaDataType_t d_type = output_type(bias, out);
   MatmulDesc op;
-  RLP_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op.d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  RLP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-  RLP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  make_tn_desc(op);
   // A = weights (128x128 blocks), B = activations (1x128 along K), as TransformerEngine's
   // Float8BlockScaling forward GEMM pairs them (2D weight x 1D input).
   const int32_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;

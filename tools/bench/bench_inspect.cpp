@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "bench_util.hpp"
 #include "rlparity/inspect/inspect.hpp"
 #include "rlparity/model/checkpoint_writer.hpp"
 #include "rlparity/model/weights.hpp"
@@ -40,17 +41,8 @@ Fixture& fixture() {
     auto* px = new Fixture;  // lives until exit (the destructor removes the directory)
     Fixture& x = *px;
     x.dir = fs::temp_directory_path() / ("rlp_bench_inspect_" + std::to_string(::getpid()));
-    rlp::RandomCheckpointOptions o;
-    o.arch = "llama";
-    o.hidden = 1024;
-    o.intermediate = 2816;
-    o.layers = 8;
-    o.heads = 16;
-    o.kv_heads = 8;
-    o.vocab = 32000;
-    o.dtype = rlp::DType::bf16;
+    rlp::RandomCheckpointOptions o = rlp::bench::bench_model(x.dir.string());
     o.seed = 1;
-    o.out = x.dir.string();
     rlp::write_random_checkpoint(o);
     x.ckpt = std::make_unique<rlp::Checkpoint>(rlp::Checkpoint::open(x.dir.string()));
     for (int l = 0; l < x.ckpt->spec().layers; ++l)
