@@ -38,7 +38,7 @@ CudaOps::CudaOps(std::shared_ptr<CudaContext> ctx, const ModelSpec& spec, const 
     : ctx_(std::move(ctx)), spec_(spec), host_w_(weights), style_(style), emu_(spec, weights, style, kv_scales) {
   if (kv_scales) kv_scales_ = *kv_scales;
   Lock lock(ctx_->mutex());
-  w_ = std::make_unique<CudaWeights>(spec, weights, style.act, ctx_->fp8_ok());
+  w_ = std::make_unique<CudaWeights>(spec, weights, ctx_->fp8_ok());
   std::vector<float> f;
   for (double x : rope_inv_freq(spec)) f.push_back(static_cast<float>(x));
   inv_freq_.upload(f);

@@ -8,16 +8,13 @@
 namespace rlp::cuda {
 namespace {
 
-void upload_linear(const PreparedLinear& lin, ActDtype act, bool fp8, CudaLinear& d) {
+void upload_linear(const PreparedLinear& lin, bool fp8, CudaLinear& d) {
   d.out = lin.out;
   d.in = lin.in;
   d.fp8 = lin.fp8;
   if (!lin.bias.empty()) d.bias.upload(lin.bias);
   if (!lin.fp8) {
-    std::vector<uint16_t> bits(lin.w.size());
-    for (std::size_t i = 0; i < bits.size(); ++i)
-      bits[i] = act == ActDtype::bf16 ? num::float_to_bf16_bits(lin.w[i]) : num::float_to_fp16_bits(lin.w[i]);
-    d.w16.upload(bits);
+    d.w16.upload(lin.w);  // already the act dtype's bit patterns
     return;
   }
   d.fp8_on_gpu = fp8 && CudaWeights::fp8_shape_problem(lin).empty();
@@ -39,18 +36,18 @@ std::string CudaWeights::fp8_shape_problem(const PreparedLinear& lin) {
   return {};
 }
 
-CudaWeights::CudaWeights(const ModelSpec& spec, const PreparedWeights& w, ActDtype act, bool fp8) {
+CudaWeights::CudaWeights(const ModelSpec& spec, const PreparedWeights& w, bool fp8) {
   layers_.resize(static_cast<std::size_t>(spec.layers));
   for (int l = 0; l < spec.layers; ++l) {
     const PreparedLayer& src = w.layers[static_cast<std::size_t>(l)];
     CudaLayer& dst = layers_[static_cast<std::size_t>(l)];
-    for (int p = 0; p < kNumProj; ++p) upload_linear(src.proj[p], act, fp8, dst.proj[p]);
+    for (int p = 0; p < kNumProj; ++p) upload_linear(src.proj[p], fp8, dst.proj[p]);
     dst.input_norm.upload(src.input_norm);
     dst.post_norm.upload(src.post_norm);
     if (!src.q_norm.empty()) dst.q_norm.upload(src.q_norm);
     if (!src.k_norm.empty()) dst.k_norm.upload(src.k_norm);
   }
-  upload_linear(w.lm_head, act, false, lm_head_);
+  upload_linear(w.lm_head, false, lm_head_);
   final_norm_.upload(w.final_norm);
 }
 

@@ -32,7 +32,7 @@ struct CudaLayer {
 class CudaWeights {
  public:
   // fp8: upload fp8 linears' codes and scales (only when the device can run the fp8 GEMM).
-  CudaWeights(const ModelSpec& spec, const PreparedWeights& w, ActDtype act, bool fp8);
+  CudaWeights(const ModelSpec& spec, const PreparedWeights& w, bool fp8);
   const CudaLinear& linear(int layer, Proj p) const {
     return layers_[static_cast<std::size_t>(layer)].proj[static_cast<int>(p)];
   }

@@ -33,6 +33,18 @@ std::vector<float> act_values(const TensorView& t, ActDtype act) {
   return v;
 }
 
+// The act-dtype values as bit patterns: what the kernels stream (half the bytes of floats).
+std::vector<uint16_t> act_bits(const TensorView& t, ActDtype act) {
+  std::vector<float> v(static_cast<std::size_t>(t.numel()));
+  t.to_float(v.data());
+  std::vector<uint16_t> bits(v.size());
+  parallel_for(v.size(), 1 << 16, [&](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i)
+      bits[i] = act == ActDtype::bf16 ? num::float_to_bf16_bits(v[i]) : num::float_to_fp16_bits(v[i]);
+  });
+  return bits;
+}
+
 std::vector<double> f64_values(const TensorView& t) {
   std::vector<double> v(static_cast<std::size_t>(t.numel()));
   t.to_double(v.data());
@@ -60,7 +72,7 @@ PreparedLinear prepare_linear(const Checkpoint& ckpt, const std::string& base, c
     lin.wq = num::quantize_blocks(master.data(), lin.out, lin.in, 128, 128,
                                   scale_options(style.weight_quant, style.pow2_scales));
   } else {
-    lin.w = act_values(t, style.act);
+    lin.w = act_bits(t, style.act);
   }
   if (has_bias) lin.bias = act_values(ckpt.tensor(base + ".bias"), style.act);
   return lin;

@@ -111,11 +111,74 @@ void pack_f32(const float* A, int ld, int r0, int nrows, int k0, int kc, float* 
   });
 }
 
+// n fp8 codes -> floats, the same values (and NaN bits) as lut[code], lut = fp8_to_float of the
+// kind. For e4m3 the decode is exponent arithmetic, 16 lanes at a time: the 7 magnitude bits
+// shifted into a float's exponent/mantissa field read as 2^-127 * (e4m3 value), so one exact
+// multiply by 2^120 rebases the exponent (subnormal codes included); the sign bit moves to bit 31
+// and the two NaN codes take the table's value. A table lookup per code (what the compiler makes
+// of lut[code]) cost more than the fma chains that consume the values.
+struct Fp8Decoder {
+  const float* lut;
+  bool e4m3;
+  void operator()(const uint8_t* src, int n, float* dst) const {
+    int i = 0;
+#if defined(__AVX512F__)
+    if (e4m3) {
+      const __mmask16 kAll = 0xFFFF;
+      const __m512i low7 = _mm512_set1_epi32(0x7f), signbit = _mm512_set1_epi32(0x80);
+      const __m512 rebase = _mm512_set1_ps(0x1p120f), nan_pos = _mm512_set1_ps(lut[0x7f]),
+                   nan_neg = _mm512_set1_ps(lut[0xff]);
+      for (; i + 16 <= n; i += 16) {
+        // (maskz forms with a full mask: GCC 12's plain forms trip -Wmaybe-uninitialized)
+        const __m512i c = _mm512_maskz_cvtepu8_epi32(kAll, _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
+        const __m512i mag = _mm512_and_si512(c, low7);
+        const __m512 v = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_maskz_slli_epi32(kAll, mag, 20)), rebase);
+        __m512 r = _mm512_castsi512_ps(_mm512_or_si512(
+            _mm512_castps_si512(v), _mm512_maskz_slli_epi32(kAll, _mm512_and_si512(c, signbit), 24)));
+        r = _mm512_mask_mov_ps(r, _mm512_cmpeq_epi32_mask(c, low7), nan_pos);
+        r = _mm512_mask_mov_ps(r, _mm512_cmpeq_epi32_mask(c, _mm512_set1_epi32(0xff)), nan_neg);
+        _mm512_storeu_ps(dst + i, r);
+      }
+    }
+#endif
+    for (; i < n; ++i) dst[i] = lut[src[i]];
+  }
+};
+
 template <int P>
-void pack_fp8(const uint8_t* A, int ld, const float* lut, int r0, int nrows, int k0, int kc, float* dst) {
+void pack_fp8(const uint8_t* A, int ld, const Fp8Decoder& decode, int r0, int nrows, int k0, int kc, float* dst) {
+  float row[KC];  // kc <= KC (the caller checks the block width)
   pack_panels<P>(r0, nrows, kc, dst, [&](int r, float* d, int n) {
-    const uint8_t* s = A + static_cast<size_t>(r) * static_cast<size_t>(ld) + static_cast<size_t>(k0);
-    for (int k = 0; k < n; ++k) d[k * P] = lut[s[k]];
+    decode(A + static_cast<size_t>(r) * static_cast<size_t>(ld) + static_cast<size_t>(k0), n, row);
+    for (int k = 0; k < n; ++k) d[k * P] = row[k];
+  });
+}
+
+// Where the f32acc kernels read W's rows: floats in place, or 16-bit patterns widened into the
+// caller's buffer (len <= KC). Either way the kernels see the same float values.
+struct F32Rows {
+  const float* W;
+  int K;
+  const float* slice(int n, int k0, int, float*) const {
+    return W + static_cast<size_t>(n) * static_cast<size_t>(K) + static_cast<size_t>(k0);
+  }
+};
+struct Half16Rows {
+  const uint16_t* W;
+  int K;
+  Half16 fmt;
+  const float* slice(int n, int k0, int len, float* buf) const {
+    widen_half16(W + static_cast<size_t>(n) * static_cast<size_t>(K) + static_cast<size_t>(k0), len, fmt, buf);
+    return buf;
+  }
+};
+
+template <int P, class Rows>
+void pack_rows(const Rows& src, int r0, int nrows, int k0, int kc, float* dst) {
+  float row[KC];
+  pack_panels<P>(r0, nrows, kc, dst, [&](int r, float* d, int n) {
+    const float* s = src.slice(r, k0, n, row);
+    for (int k = 0; k < n; ++k) d[k * P] = s[k];
   });
 }
 
@@ -272,19 +335,21 @@ void store_group(const Lanes* acc, float* Y, int M, int N, int n0, int ncols, Ou
   }
 }
 
-void gemm_f32acc_small_m(const float* X, const float* W, float* Y, int M, int N, int K,
+template <class Rows>
+void gemm_f32acc_small_m(const float* X, const Rows& W, float* Y, int M, int N, int K,
                          const std::vector<Seg>& segs, bool direct, OutRound out) {
   const std::vector<float> xt = transpose_rows(M, K, [X](size_t i) { return X[i]; });
   for_column_groups(N, [&](int n0, int ncols, const int* cols) {
+    float wbuf[kSmallCols][KC];  // widened 16-bit weights of one segment (segments are <= KC)
     const float* w[kSmallCols];
-    for (int j = 0; j < kSmallCols; ++j) w[j] = W + static_cast<size_t>(cols[j]) * static_cast<size_t>(K);
     Lanes acc[kSmallCols]{}, racc[kSmallCols]{}, tot[kSmallCols]{};
     for (const Seg& sg : segs) {
       if (sg.chunk_start)
         for (Lanes& a : acc) a = lanes_zero();
+      for (int j = 0; j < kSmallCols; ++j) w[j] = W.slice(cols[j], sg.k0, sg.k1 - sg.k0, wbuf[j]);
       for (int k = sg.k0; k < sg.k1; ++k) {
         const Lanes x = lanes_load(xt.data() + static_cast<size_t>(k) * kSmallM);
-        for (int j = 0; j < kSmallCols; ++j) acc[j] = lanes_fma(w[j][k], x, acc[j]);
+        for (int j = 0; j < kSmallCols; ++j) acc[j] = lanes_fma(w[j][k - sg.k0], x, acc[j]);
       }
       if (direct) continue;
       if (sg.chunk_end)
@@ -300,7 +365,7 @@ void gemm_f32acc_small_m(const float* X, const float* W, float* Y, int M, int N,
 // Block-scaled fp8 with fp32 slice accumulation, same scheme: per split-K range y starts at +0,
 // every slice's partial p is a fresh chain over the slice, promoted into y with the row's and the
 // column's scales exactly as the packed kernel promotes it, and the ranges' y are summed in order.
-void gemm_fp8_small_m(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, const float* xlut, const float* wlut,
+void gemm_fp8_small_m(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, const float* xlut, const Fp8Decoder& wdec,
                       int S, bool deepgemm, OutRound out) {
   const int M = X.rows, N = W.rows, K = X.cols, B = X.block_cols, slices = (K + B - 1) / B;
   const int xcb = X.col_blocks(), wcb = W.col_blocks();
@@ -324,10 +389,8 @@ void gemm_fp8_small_m(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, const fl
       for (Lanes& v : y) v = lanes_zero();
       for (int sl = split_begin(slices, S, r); sl < split_begin(slices, S, r + 1); ++sl) {
         const int k0 = sl * B, len = std::min(K, k0 + B) - k0;
-        // The slice's weight codes decoded first (a tight table loop the compiler vectorizes),
-        // then the fma chains read them as broadcasts.
-        for (int j = 0; j < kSmallCols; ++j)
-          for (int kk = 0; kk < len; ++kk) wd[j][kk] = wlut[w[j][k0 + kk]];
+        // The slice's weight codes decoded first, then the fma chains read them as broadcasts.
+        for (int j = 0; j < kSmallCols; ++j) wdec(w[j] + k0, len, wd[j]);
         for (Lanes& v : p) v = lanes_zero();
         for (int kk = 0; kk < len; ++kk) {
           const Lanes x = lanes_load(xt.data() + static_cast<size_t>(k0 + kk) * kSmallM);
@@ -348,7 +411,9 @@ void gemm_fp8_small_m(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, const fl
 }  // namespace
 
 // ---- bf16/fp16 operands, fp32 accumulation ------------------------------------------------------
-void gemm_f32acc(const float* X, const float* W, float* Y, int M, int N, int K, const GemmConfig& cfg) {
+namespace {
+template <class Rows>
+void gemm_f32acc_rows(const float* X, const Rows& W, float* Y, int M, int N, int K, const GemmConfig& cfg) {
   check_cfg(cfg);
   RLP_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm_f32acc: negative shape M={} N={} K={}", M, N, K);
   if (M == 0 || N == 0) return;
@@ -379,7 +444,7 @@ void gemm_f32acc(const float* X, const float* W, float* Y, int M, int N, int K, 
       for (const Seg& sg : segs) {
         const int kc = sg.k1 - sg.k0;
         pack_f32<MR>(X, K, m0, mrows, sg.k0, kc, b.xp.data());
-        pack_f32<NR>(W, K, n0, ncols, sg.k0, kc, b.wp.data());
+        pack_rows<NR>(W, n0, ncols, sg.k0, kc, b.wp.data());
         for (int jr = 0; jr < njr; ++jr)
           for (int ir = 0; ir < nir; ++ir)
             micro(kc, b.xp.data() + static_cast<size_t>(ir) * kc * MR, b.wp.data() + static_cast<size_t>(jr) * kc * NR,
@@ -397,6 +462,33 @@ void gemm_f32acc(const float* X, const float* W, float* Y, int M, int N, int K, 
       write_back(direct ? b.acc.data() : b.tot.data(), Y, N, m0, mrows, n0, ncols, nir, cfg.out);
     }
   });
+}
+}  // namespace
+
+void gemm_f32acc(const float* X, const float* W, float* Y, int M, int N, int K, const GemmConfig& cfg) {
+  gemm_f32acc_rows(X, F32Rows{W, K}, Y, M, N, K, cfg);
+}
+
+void gemm_f32acc(const float* X, const uint16_t* W, Half16 wfmt, float* Y, int M, int N, int K,
+                 const GemmConfig& cfg) {
+  gemm_f32acc_rows(X, Half16Rows{W, K, wfmt}, Y, M, N, K, cfg);
+}
+
+void widen_half16(const uint16_t* src, int n, Half16 fmt, float* dst) {
+  int i = 0;
+#if defined(__AVX512F__)
+  const __mmask16 all = 0xFFFF;  // maskz forms: GCC 12's plain ones trip -Wmaybe-uninitialized
+  for (; i + 16 <= n; i += 16) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
+    // fp16: the F16C conversion is exact and quiets NaNs as fp16_bits_to_float does (a test
+    // checks all 65536 patterns).
+    const __m512 v = fmt == Half16::bf16
+                         ? _mm512_castsi512_ps(_mm512_maskz_slli_epi32(all, _mm512_maskz_cvtepu16_epi32(all, h), 16))
+                         : _mm512_maskz_cvtph_ps(all, h);
+    _mm512_storeu_ps(dst + i, v);
+  }
+#endif
+  for (; i < n; ++i) dst[i] = fmt == Half16::bf16 ? bf16_bits_to_float(src[i]) : fp16_bits_to_float(src[i]);
 }
 
 // ---- fp8 block-scaled ---------------------------------------------------------------------------
@@ -456,8 +548,9 @@ void gemm_fp8_blockscaled(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, cons
   }
 
   RLP_CHECK(B <= KC, "gemm_fp8_blockscaled: fp32 slice accumulation supports K blocks up to {}, got {}", KC, B);
+  const Fp8Decoder xdec{xlut, X.kind == Fp8Kind::e4m3}, wdec{wlut, W.kind == Fp8Kind::e4m3};
   if (M <= kSmallM) {
-    gemm_fp8_small_m(X, W, Y, xlut, wlut, S, deepgemm, cfg.out);
+    gemm_fp8_small_m(X, W, Y, xlut, wdec, S, deepgemm, cfg.out);
     return;
   }
   const TileGrid grid(M, N);
@@ -475,8 +568,8 @@ void gemm_fp8_blockscaled(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, cons
         std::fill(b.racc.begin(), b.racc.begin() + static_cast<std::ptrdiff_t>(used), 0.0f);  // y = +0
         for (int s = split_begin(slices, S, r); s < split_begin(slices, S, r + 1); ++s) {
           const int k0 = s * B, kc = std::min(B, K - k0);
-          pack_fp8<MR>(X.codes.data(), K, xlut, m0, mrows, k0, kc, b.xp.data());
-          pack_fp8<NR>(W.codes.data(), K, wlut, n0, ncols, k0, kc, b.wp.data());
+          pack_fp8<MR>(X.codes.data(), K, xdec, m0, mrows, k0, kc, b.xp.data());
+          pack_fp8<NR>(W.codes.data(), K, wdec, n0, ncols, k0, kc, b.wp.data());
           for (int i = 0; i < mrows; ++i) sa[static_cast<size_t>(i)] = X.scale_inv[static_cast<size_t>(m0 + i) * static_cast<size_t>(xcb) + static_cast<size_t>(s)];
           for (int j = 0; j < ncols; ++j)
             sb[static_cast<size_t>(j)] = W.scale_inv[static_cast<size_t>((n0 + j) / W.block_rows) * static_cast<size_t>(wcb) + static_cast<size_t>(s)];

@@ -112,8 +112,9 @@ MemoryEstimate estimate_replay_memory(const ModelSpec& spec, const std::vector<I
     if (s->fp8_linear)
       for (int l = 0; l < spec.layers; ++l) fp8_layers += s->layer_is_fp8(l, spec.layers) ? 1 : 0;
     const uint64_t act_layers = L - std::min(L, fp8_layers);
+    // Non-decoder tensors at 4 B/param: the embedding is held as floats (the lm_head as 2 B).
     uint64_t b = sat_mul(4, pc.other);
-    b = sat_add(b, sat_mul(4, sat_mul(act_layers, pc.decoder_linear_per_layer)));
+    b = sat_add(b, sat_mul(2, sat_mul(act_layers, pc.decoder_linear_per_layer)));
     b = sat_add(b, sat_mul(fp8_layers, sat_add(pc.decoder_linear_per_layer, sat_mul(4, pc.fp8_scales_per_layer))));
     weights = sat_add(weights, b);
     if (fp8_layers > 0) {
@@ -123,8 +124,8 @@ MemoryEstimate estimate_replay_memory(const ModelSpec& spec, const std::vector<I
       ++n_act;
     }
   }
-  est.parts.emplace_back(fmt::format("prepared weights: {} act-dtype form(s) at 4 B/param, {} fp8 form(s) at "
-                                     "1 B/param + 4 B per 128x128 block scale (+ 4 B/param for non-fp8 tensors)",
+  est.parts.emplace_back(fmt::format("prepared weights: {} act-dtype form(s) at 2 B/param, {} fp8 form(s) at "
+                                     "1 B/param + 4 B per 128x128 block scale (+ 4 B/param for embedding, norms, lm_head)",
                                      n_act, n_fp8),
                          weights);
   if (largest_fp8_temp) est.parts.emplace_back("fp8 quantization temporary (largest linear as float32)", largest_fp8_temp);

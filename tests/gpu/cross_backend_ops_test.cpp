@@ -179,7 +179,8 @@ PreparedLinear linear(int out, int in, unsigned seed) {
   PreparedLinear l;
   l.out = out;
   l.in = in;
-  l.w = randn(static_cast<std::size_t>(out) * static_cast<std::size_t>(in), seed, 0.05f);
+  for (const float x : randn(static_cast<std::size_t>(out) * static_cast<std::size_t>(in), seed, 0.05f))
+    l.w.push_back(num::float_to_bf16_bits(x));
   return l;
 }
 
@@ -223,7 +224,9 @@ const Model& model() {
     md.fp8 = w;
     num::ScaleOptions te;
     for (auto& p : md.fp8.layers[0].proj) {
-      p.wq = num::quantize_blocks(p.w.data(), p.out, p.in, 128, 128, te);
+      std::vector<float> wf(p.w.size());
+      num::widen_half16(p.w.data(), static_cast<int>(p.w.size()), num::Half16::bf16, wf.data());
+      p.wq = num::quantize_blocks(wf.data(), p.out, p.in, 128, 128, te);
       p.fp8 = true;
       p.w.clear();
     }

@@ -122,6 +122,8 @@ TEST(NumericsGemm, F32AccMatchesStatedOrderBitwise) {
   SCOPED_TRACE("M=" + std::to_string(M));
   const int N = 53, K = 700;
   const auto X = random_bf16(M * K, 1), W = random_bf16(N * K, 2);
+  std::vector<uint16_t> W16(W.size());  // the same weights as bf16 bit patterns
+  for (size_t i = 0; i < W.size(); ++i) W16[i] = float_to_bf16_bits(W[i]);
   for (int split : {1, 3})
     for (int chunk : {0, 64, 100, 1000})
       for (OutRound out : {OutRound::fp32, OutRound::bf16, OutRound::fp16}) {
@@ -129,15 +131,52 @@ TEST(NumericsGemm, F32AccMatchesStatedOrderBitwise) {
         cfg.split_k = split;
         cfg.k_chunk = chunk;
         cfg.out = out;
-        std::vector<float> Y(static_cast<size_t>(M * N));
+        std::vector<float> Y(static_cast<size_t>(M * N)), Y16(Y.size());
         gemm_f32acc(X.data(), W.data(), Y.data(), M, N, K, cfg);
+        gemm_f32acc(X.data(), W16.data(), Half16::bf16, Y16.data(), M, N, K, cfg);
         for (int m = 0; m < M; ++m)
           for (int n = 0; n < N; ++n) {
             const float r = ref_f32acc(X.data() + m * K, W.data() + n * K, K, cfg);
             ASSERT_EQ(f32_bits(Y[static_cast<size_t>(m * N + n)]), f32_bits(r))
                 << "m=" << m << " n=" << n << " split=" << split << " chunk=" << chunk;
+            ASSERT_EQ(f32_bits(Y16[static_cast<size_t>(m * N + n)]), f32_bits(r))
+                << "16-bit W: m=" << m << " n=" << n << " split=" << split << " chunk=" << chunk;
           }
       }
+  }
+}
+
+// Widening 16-bit weights: every bit pattern, against the scalar decoders of formats.hpp.
+TEST(NumericsGemm, WidenHalf16EveryPattern) {
+  std::vector<uint16_t> all(65536);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i);
+  std::vector<float> out(all.size());
+  for (const Half16 fmt : {Half16::bf16, Half16::fp16}) {
+    widen_half16(all.data(), static_cast<int>(all.size()), fmt, out.data());
+    for (size_t i = 0; i < all.size(); ++i) {
+      const float want = fmt == Half16::bf16 ? bf16_bits_to_float(all[i]) : fp16_bits_to_float(all[i]);
+      ASSERT_EQ(f32_bits(out[i]), f32_bits(want)) << "pattern " << i << " fmt " << static_cast<int>(fmt);
+    }
+  }
+}
+
+// fp16 weights held as bits give the same GEMM bits as the same values held as floats.
+TEST(NumericsGemm, F32AccFp16BitsEqualFloatWeights) {
+  for (const int M : {13, 4}) {
+    const int N = 29, K = 333;
+    std::vector<float> X = random_bf16(M * K, 5), W = random_bf16(N * K, 6);
+    std::vector<uint16_t> W16(W.size());
+    for (size_t i = 0; i < W.size(); ++i) {
+      W16[i] = float_to_fp16_bits(W[i]);
+      W[i] = fp16_bits_to_float(W16[i]);
+    }
+    GemmConfig cfg;
+    cfg.k_chunk = 128;
+    cfg.out = OutRound::fp16;
+    std::vector<float> Y(static_cast<size_t>(M * N)), Y16(Y.size());
+    gemm_f32acc(X.data(), W.data(), Y.data(), M, N, K, cfg);
+    gemm_f32acc(X.data(), W16.data(), Half16::fp16, Y16.data(), M, N, K, cfg);
+    EXPECT_TRUE(same_bits(Y, Y16)) << "M=" << M;
   }
 }
 
@@ -251,6 +290,54 @@ TEST(NumericsGemm, Fp8MatchesStatedOrderBitwise) {
             ASSERT_EQ(f32_bits(Y[static_cast<size_t>(m * N + n)]), f32_bits(ref_fp8(X, W, m, n, cfg)))
                 << m << "," << n << " promo=" << static_cast<int>(p) << " acc=" << static_cast<int>(acc);
       }
+  }
+}
+
+// Every fp8 code of the weight operand, NaN and inf codes included, through both kernels: the
+// decode of W (vector arithmetic for e4m3, a table otherwise) must give fp8_to_float's values,
+// so every output matches the naive order bitwise (NaN outputs: NaN on both sides).
+TEST(NumericsGemm, Fp8EveryWeightCodeDecodesExactly) {
+  for (const Fp8Kind kind : {Fp8Kind::e4m3, Fp8Kind::e5m2}) {
+    const auto special = [kind](int c) {
+      const int mag = c & 0x7f;
+      return kind == Fp8Kind::e4m3 ? mag == 0x7f : mag >= 0x7c;
+    };
+    const int N = 12, K = 256;
+    Fp8Tensor W;
+    W.rows = N;
+    W.cols = K;
+    W.block_rows = 128;
+    W.kind = kind;
+    W.scale_inv = {0.75f, 3.0f};
+    W.codes.resize(static_cast<size_t>(N * K));
+    for (int n = 0; n < N; ++n)
+      for (int k = 0; k < K; ++k) {
+        const int c = (k * 7 + 16 * n) % 256;  // rows 0..7: all 256 codes, finite ones only
+        W.codes[static_cast<size_t>(n * K + k)] = static_cast<uint8_t>(special(c) ? 0x01 : c);
+      }
+    // Rows 8..11 each hold one special code (inf/NaN), the rest finite.
+    const int specials[4] = {0x7f, 0xff, kind == Fp8Kind::e5m2 ? 0x7c : 0x7f, kind == Fp8Kind::e5m2 ? 0xfe : 0xff};
+    for (int i = 0; i < 4; ++i) W.codes[static_cast<size_t>((8 + i) * K + 37 * i + 3)] = static_cast<uint8_t>(specials[i]);
+    for (const int M : {8, 3, 21}) {
+      SCOPED_TRACE("M=" + std::to_string(M) + " kind=" + std::to_string(static_cast<int>(kind)));
+      const Fp8Tensor X = random_fp8(M, K, 1, 128, 11);
+      GemmConfig cfg;
+      cfg.out = OutRound::fp32;
+      std::vector<float> Y(static_cast<size_t>(M * N));
+      gemm_fp8_blockscaled(X, W, Y.data(), cfg);
+      int nans = 0;
+      for (int m = 0; m < M; ++m)
+        for (int n = 0; n < N; ++n) {
+          const float got = Y[static_cast<size_t>(m * N + n)], want = ref_fp8(X, W, m, n, cfg);
+          if (std::isnan(want)) {
+            ++nans;
+            EXPECT_TRUE(std::isnan(got)) << m << "," << n;
+          } else {
+            ASSERT_EQ(f32_bits(got), f32_bits(want)) << m << "," << n;
+          }
+        }
+      EXPECT_GE(nans, 2 * M) << "the NaN codes must reach the outputs";
+    }
   }
 }
 

@@ -19,7 +19,7 @@ struct PreparedLinear {
   int out = 0;
   int in = 0;
   bool fp8 = false;
-  std::vector<float> w;     // [out x in] act-dtype values, when !fp8
+  std::vector<uint16_t> w;  // [out x in] act-dtype (bf16/fp16) bit patterns, when !fp8: 2 B/param
   num::Fp8Tensor wq;        // 128x128-block fp8, when fp8
   std::vector<float> bias;  // act-dtype values; empty when the layer has none
 };

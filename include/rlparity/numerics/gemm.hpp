@@ -50,6 +50,15 @@ RLP_HD float round_out(float y, OutRound r) {
 
 void gemm_f32acc(const float* X, const float* W, float* Y, int M, int N, int K, const GemmConfig& cfg);
 
+// The same GEMM, same order and bits, with W held as 16-bit bf16/fp16 bit patterns (half the
+// memory traffic of floats: decode steps are bound by streaming the weights). The kernels widen
+// each K slice of W exactly (widen_half16) just before its fma chains read it.
+enum class Half16 : uint8_t { bf16, fp16 };
+void gemm_f32acc(const float* X, const uint16_t* W, Half16 wfmt, float* Y, int M, int N, int K,
+                 const GemmConfig& cfg);
+// dst[i] = bf16_bits_to_float / fp16_bits_to_float of src[i] (vectorized; same bits, NaNs included).
+void widen_half16(const uint16_t* src, int n, Half16 fmt, float* dst);
+
 void gemm_fp8_blockscaled(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, const GemmConfig& cfg);
 
 // The float64 oracle: y = sum over k in increasing order of x*w, no fma, only double rounding.
