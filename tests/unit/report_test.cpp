@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 #include <hdf5.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -527,14 +526,13 @@ TEST(ReportLarge, MillionTokenRunGivesASmallPage) {
   ASSERT_GE(run.recipes[0].tokens.at("logp_gen").size(), 999000u);
   rlp_test::TempDir d("report-large");
   rlp::write_run_file(d / "big.h5", run, false);
-  const auto t0 = std::chrono::steady_clock::now();
+  // Size is what a browser's load time follows; the load time itself is measured, not asserted
+  // (tools/measure-report-load.sh, figures in docs/report.md).
   const auto r = rlp_test::run_cli({"report", d / "big.h5", "-o", d / "big.html", "--markdown", d / "big.md"}, d.path().string());
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_EQ(r.code, 0) << r.err;
   const auto size = std::filesystem::file_size(d / "big.html");
-  std::printf("1e6-token report: %zu bytes of HTML, %.2f s (CLI, including reading the run file)\n", static_cast<std::size_t>(size), secs);
+  std::printf("1e6-token report: %zu bytes of HTML\n", static_cast<std::size_t>(size));
   EXPECT_LT(size, 2u * 1024 * 1024) << size;
-  EXPECT_LT(secs, 30.0);
   const std::string html = rlp_test::read_text(d / "big.html");
   EXPECT_NO_THROW(parse_html(html));
   EXPECT_NE(html.find("tokens omitted"), std::string::npos);
