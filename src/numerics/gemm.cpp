@@ -154,6 +154,13 @@ void pack_fp8(const uint8_t* A, int ld, const Fp8Decoder& decode, int r0, int nr
   });
 }
 
+// Asks for the cache lines of [p, p + bytes) ahead of use: decode steps stream every weight once, and
+// a kernel that widens a slice before its fma chains would otherwise wait for each miss in turn.
+inline void prefetch_bytes(const void* p, int bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (int off = 0; off < bytes; off += 64) __builtin_prefetch(c + off, 0, 0);
+}
+
 // Where the f32acc kernels read W's rows: floats in place, or 16-bit patterns widened into the
 // caller's buffer (len <= KC). Either way the kernels see the same float values.
 struct F32Rows {
@@ -162,6 +169,7 @@ struct F32Rows {
   const float* slice(int n, int k0, int, float*) const {
     return W + static_cast<size_t>(n) * static_cast<size_t>(K) + static_cast<size_t>(k0);
   }
+  void prefetch(int n, int k0, int len) const { prefetch_bytes(slice(n, k0, len, nullptr), len * 4); }
 };
 struct Half16Rows {
   const uint16_t* W;
@@ -170,6 +178,9 @@ struct Half16Rows {
   const float* slice(int n, int k0, int len, float* buf) const {
     widen_half16(W + static_cast<size_t>(n) * static_cast<size_t>(K) + static_cast<size_t>(k0), len, fmt, buf);
     return buf;
+  }
+  void prefetch(int n, int k0, int len) const {
+    prefetch_bytes(W + static_cast<size_t>(n) * static_cast<size_t>(K) + static_cast<size_t>(k0), len * 2);
   }
 };
 
@@ -246,66 +257,91 @@ std::vector<Seg> k_segments(int K, const GemmConfig& cfg) {
 
 // ---- small M (decode steps): no packing ---------------------------------------------------------
 // With a handful of rows, packing W's panels moves more memory than the product itself. Here the
-// rows of X are transposed once into 8 lanes (k-major, zero-padded) and eight columns at a time
-// run their 8 row-chains each as one 8-lane vector: lane m of column j's accumulator steps
-// c = fma(x[m][k], w[j][k], c) in the same k order and with the same chunk/range events as the
-// packed kernel, so results are bit-identical to it; only the memory traffic differs.
-constexpr int kSmallM = 8;
+// rows of X are transposed once into L::W lanes (k-major, zero-padded; 8 lanes for M <= 8, 16 with
+// AVX-512 for M <= 16) and eight columns at a time run their row-chains each as one vector: lane m
+// of column j's accumulator steps c = fma(x[m][k], w[j][k], c) in the same k order and with the
+// same chunk/range events as the packed kernel, so results are bit-identical to it; only the
+// memory traffic differs.
 constexpr int kSmallCols = 8;  // columns in flight: independent chains hide the fma latency
 
-#if defined(__AVX2__) && defined(__FMA__)
-using Lanes = __m256;
-inline Lanes lanes_zero() { return _mm256_setzero_ps(); }
-inline Lanes lanes_load(const float* p) { return _mm256_loadu_ps(p); }
-inline void lanes_store(float* p, Lanes v) { _mm256_storeu_ps(p, v); }
-inline Lanes lanes_fma(float w, Lanes x, Lanes c) { return _mm256_fmadd_ps(_mm256_set1_ps(w), x, c); }
-inline Lanes lanes_add(Lanes a, Lanes b) { return _mm256_add_ps(a, b); }
-inline Lanes lanes_mul(Lanes a, Lanes b) { return _mm256_mul_ps(a, b); }
-inline Lanes lanes_fma(Lanes a, Lanes b, Lanes c) { return _mm256_fmadd_ps(a, b, c); }
-inline Lanes lanes_set(float w) { return _mm256_set1_ps(w); }
-#else
-struct Lanes {
-  float v[kSmallM];
+// Lane traits: V holds W rows' values of one column.
+template <int Width>
+struct ScalarLanes {
+  static constexpr int W = Width;
+  struct V {
+    float v[Width];
+  };
+  static V zero() { return V{}; }
+  static V load(const float* p) {
+    V r;
+    std::copy(p, p + W, r.v);
+    return r;
+  }
+  static void store(float* p, V v) { std::copy(v.v, v.v + W, p); }
+  static V fma(float w, V x, V c) {
+    for (int i = 0; i < W; ++i) c.v[i] = std::fma(w, x.v[i], c.v[i]);
+    return c;
+  }
+  static V add(V a, V b) {
+    for (int i = 0; i < W; ++i) a.v[i] = a.v[i] + b.v[i];
+    return a;
+  }
+  static V mul(V a, V b) {
+    for (int i = 0; i < W; ++i) a.v[i] = a.v[i] * b.v[i];
+    return a;
+  }
+  static V fma(V a, V b, V c) {
+    for (int i = 0; i < W; ++i) c.v[i] = std::fma(a.v[i], b.v[i], c.v[i]);
+    return c;
+  }
+  static V set(float w) {
+    V r;
+    std::fill(r.v, r.v + W, w);
+    return r;
+  }
 };
-inline Lanes lanes_zero() { return Lanes{}; }
-inline Lanes lanes_load(const float* p) {
-  Lanes r;
-  std::copy(p, p + kSmallM, r.v);
-  return r;
-}
-inline void lanes_store(float* p, Lanes v) { std::copy(v.v, v.v + kSmallM, p); }
-inline Lanes lanes_fma(float w, Lanes x, Lanes c) {
-  for (int i = 0; i < kSmallM; ++i) c.v[i] = std::fma(w, x.v[i], c.v[i]);
-  return c;
-}
-inline Lanes lanes_add(Lanes a, Lanes b) {
-  for (int i = 0; i < kSmallM; ++i) a.v[i] = a.v[i] + b.v[i];
-  return a;
-}
-inline Lanes lanes_mul(Lanes a, Lanes b) {
-  for (int i = 0; i < kSmallM; ++i) a.v[i] = a.v[i] * b.v[i];
-  return a;
-}
-inline Lanes lanes_fma(Lanes a, Lanes b, Lanes c) {
-  for (int i = 0; i < kSmallM; ++i) c.v[i] = std::fma(a.v[i], b.v[i], c.v[i]);
-  return c;
-}
-inline Lanes lanes_set(float w) {
-  Lanes r;
-  std::fill(r.v, r.v + kSmallM, w);
-  return r;
-}
+
+#if defined(__AVX2__) && defined(__FMA__)
+struct Lanes8 {
+  static constexpr int W = 8;
+  using V = __m256;
+  static V zero() { return _mm256_setzero_ps(); }
+  static V load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static V fma(float w, V x, V c) { return _mm256_fmadd_ps(_mm256_set1_ps(w), x, c); }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V set(float w) { return _mm256_set1_ps(w); }
+};
+#else
+using Lanes8 = ScalarLanes<8>;
 #endif
 
-// X (M x K, M <= kSmallM; element (m, k) = x(m * K + k)) as k-major lanes: xt[k * kSmallM + m],
-// rows past M are zero.
-template <class Get>
+#if defined(__AVX512F__)
+struct Lanes16 {
+  static constexpr int W = 16;
+  using V = __m512;
+  static V zero() { return _mm512_setzero_ps(); }
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static V fma(float w, V x, V c) { return _mm512_fmadd_ps(_mm512_set1_ps(w), x, c); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V set(float w) { return _mm512_set1_ps(w); }
+};
+#endif
+
+// X (M x K, M <= W; element (m, k) = x(m * K + k)) as k-major lanes: xt[k * W + m], rows past M
+// are zero.
+template <int W, class Get>
 std::vector<float> transpose_rows(int M, int K, Get x) {
-  std::vector<float> xt(static_cast<size_t>(K) * kSmallM, 0.0f);
+  std::vector<float> xt(static_cast<size_t>(K) * W, 0.0f);
   for (int m = 0; m < M; ++m)
     for (int k = 0; k < K; ++k) {
       const size_t i = static_cast<size_t>(m) * static_cast<size_t>(K) + static_cast<size_t>(k);
-      xt[static_cast<size_t>(k) * kSmallM + static_cast<size_t>(m)] = x(i);
+      xt[static_cast<size_t>(k) * W + static_cast<size_t>(m)] = x(i);
     }
   return xt;
 }
@@ -326,38 +362,44 @@ void for_column_groups(int N, const Body& body) {
 }
 
 // Y[m][n0 + j] = round(acc[j] lane m) for the group's real columns and rows.
-void store_group(const Lanes* acc, float* Y, int M, int N, int n0, int ncols, OutRound out) {
-  float t[kSmallM];
+template <class L>
+void store_group(const typename L::V* acc, float* Y, int M, int N, int n0, int ncols, OutRound out) {
+  float t[L::W];
   for (int j = 0; j < ncols; ++j) {
-    lanes_store(t, acc[j]);
+    L::store(t, acc[j]);
     for (int m = 0; m < M; ++m)
       Y[static_cast<size_t>(m) * static_cast<size_t>(N) + static_cast<size_t>(n0 + j)] = round_out(t[m], out);
   }
 }
 
-template <class Rows>
+template <class L, class Rows>
 void gemm_f32acc_small_m(const float* X, const Rows& W, float* Y, int M, int N, int K,
                          const std::vector<Seg>& segs, bool direct, OutRound out) {
-  const std::vector<float> xt = transpose_rows(M, K, [X](size_t i) { return X[i]; });
+  using V = typename L::V;
+  const std::vector<float> xt = transpose_rows<L::W>(M, K, [X](size_t i) { return X[i]; });
   for_column_groups(N, [&](int n0, int ncols, const int* cols) {
     float wbuf[kSmallCols][KC];  // widened 16-bit weights of one segment (segments are <= KC)
     const float* w[kSmallCols];
-    Lanes acc[kSmallCols]{}, racc[kSmallCols]{}, tot[kSmallCols]{};
+    V acc[kSmallCols]{}, racc[kSmallCols]{}, tot[kSmallCols]{};
     for (const Seg& sg : segs) {
       if (sg.chunk_start)
-        for (Lanes& a : acc) a = lanes_zero();
+        for (V& a : acc) a = L::zero();
+      if (&sg != &segs.back()) {
+        const Seg& nx = (&sg)[1];
+        for (int j = 0; j < kSmallCols; ++j) W.prefetch(cols[j], nx.k0, nx.k1 - nx.k0);
+      }
       for (int j = 0; j < kSmallCols; ++j) w[j] = W.slice(cols[j], sg.k0, sg.k1 - sg.k0, wbuf[j]);
       for (int k = sg.k0; k < sg.k1; ++k) {
-        const Lanes x = lanes_load(xt.data() + static_cast<size_t>(k) * kSmallM);
-        for (int j = 0; j < kSmallCols; ++j) acc[j] = lanes_fma(w[j][k - sg.k0], x, acc[j]);
+        const V x = L::load(xt.data() + static_cast<size_t>(k) * L::W);
+        for (int j = 0; j < kSmallCols; ++j) acc[j] = L::fma(w[j][k - sg.k0], x, acc[j]);
       }
       if (direct) continue;
       if (sg.chunk_end)
-        for (int j = 0; j < kSmallCols; ++j) racc[j] = sg.first_chunk ? acc[j] : lanes_add(racc[j], acc[j]);
+        for (int j = 0; j < kSmallCols; ++j) racc[j] = sg.first_chunk ? acc[j] : L::add(racc[j], acc[j]);
       if (sg.range_end)
-        for (int j = 0; j < kSmallCols; ++j) tot[j] = sg.range == 0 ? racc[j] : lanes_add(tot[j], racc[j]);
+        for (int j = 0; j < kSmallCols; ++j) tot[j] = sg.range == 0 ? racc[j] : L::add(tot[j], racc[j]);
     }
-    store_group(direct ? acc : tot, Y, M, N, n0, ncols, out);
+    store_group<L>(direct ? acc : tot, Y, M, N, n0, ncols, out);
   });
 }
 
@@ -365,16 +407,18 @@ void gemm_f32acc_small_m(const float* X, const Rows& W, float* Y, int M, int N, 
 // Block-scaled fp8 with fp32 slice accumulation, same scheme: per split-K range y starts at +0,
 // every slice's partial p is a fresh chain over the slice, promoted into y with the row's and the
 // column's scales exactly as the packed kernel promotes it, and the ranges' y are summed in order.
+template <class L>
 void gemm_fp8_small_m(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, const float* xlut, const Fp8Decoder& wdec,
                       int S, bool deepgemm, OutRound out) {
   const int M = X.rows, N = W.rows, K = X.cols, B = X.block_cols, slices = (K + B - 1) / B;
   const int xcb = X.col_blocks(), wcb = W.col_blocks();
-  const std::vector<float> xt = transpose_rows(M, K, [&](size_t i) { return xlut[X.codes[i]]; });
+  using V = typename L::V;
+  const std::vector<float> xt = transpose_rows<L::W>(M, K, [&](size_t i) { return xlut[X.codes[i]]; });
   // The rows' activation scales per slice as lanes (padded rows: scale 0, results discarded).
-  std::vector<float> sat(static_cast<size_t>(slices) * kSmallM, 0.0f);
+  std::vector<float> sat(static_cast<size_t>(slices) * L::W, 0.0f);
   for (int m = 0; m < M; ++m)
     for (int sl = 0; sl < slices; ++sl)
-      sat[static_cast<size_t>(sl) * kSmallM + static_cast<size_t>(m)] =
+      sat[static_cast<size_t>(sl) * L::W + static_cast<size_t>(m)] =
           X.scale_inv[static_cast<size_t>(m) * static_cast<size_t>(xcb) + static_cast<size_t>(sl)];
   for_column_groups(N, [&](int n0, int ncols, const int* cols) {
     const uint8_t* w[kSmallCols];
@@ -383,29 +427,29 @@ void gemm_fp8_small_m(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, const fl
       w[j] = W.codes.data() + static_cast<size_t>(cols[j]) * static_cast<size_t>(K);
       wsc[j] = W.scale_inv.data() + static_cast<size_t>(cols[j] / W.block_rows) * static_cast<size_t>(wcb);
     }
-    Lanes tot[kSmallCols]{}, y[kSmallCols]{}, p[kSmallCols]{};
+    V tot[kSmallCols]{}, y[kSmallCols]{}, p[kSmallCols]{};
     float wd[kSmallCols][KC];  // B <= KC (checked by the caller)
     for (int r = 0; r < S; ++r) {
-      for (Lanes& v : y) v = lanes_zero();
+      for (V& v : y) v = L::zero();
       for (int sl = split_begin(slices, S, r); sl < split_begin(slices, S, r + 1); ++sl) {
         const int k0 = sl * B, len = std::min(K, k0 + B) - k0;
         // The slice's weight codes decoded first, then the fma chains read them as broadcasts.
         for (int j = 0; j < kSmallCols; ++j) wdec(w[j] + k0, len, wd[j]);
-        for (Lanes& v : p) v = lanes_zero();
+        for (V& v : p) v = L::zero();
         for (int kk = 0; kk < len; ++kk) {
-          const Lanes x = lanes_load(xt.data() + static_cast<size_t>(k0 + kk) * kSmallM);
-          for (int j = 0; j < kSmallCols; ++j) p[j] = lanes_fma(wd[j][kk], x, p[j]);
+          const V x = L::load(xt.data() + static_cast<size_t>(k0 + kk) * L::W);
+          for (int j = 0; j < kSmallCols; ++j) p[j] = L::fma(wd[j][kk], x, p[j]);
         }
-        const Lanes sa = lanes_load(sat.data() + static_cast<size_t>(sl) * kSmallM);
+        const V sa = L::load(sat.data() + static_cast<size_t>(sl) * L::W);
         for (int j = 0; j < kSmallCols; ++j) {
           const float sb = wsc[j][sl];
           // cuBLASLt: fma(p * sa, sb, y); DeepGEMM: fma(sa * sb, p, y) (see promote()).
-          y[j] = deepgemm ? lanes_fma(lanes_mul(sa, lanes_set(sb)), p[j], y[j]) : lanes_fma(sb, lanes_mul(p[j], sa), y[j]);
+          y[j] = deepgemm ? L::fma(L::mul(sa, L::set(sb)), p[j], y[j]) : L::fma(sb, L::mul(p[j], sa), y[j]);
         }
       }
-      for (int j = 0; j < kSmallCols; ++j) tot[j] = r == 0 ? y[j] : lanes_add(tot[j], y[j]);
+      for (int j = 0; j < kSmallCols; ++j) tot[j] = r == 0 ? y[j] : L::add(tot[j], y[j]);
     }
-    store_group(tot, Y, M, N, n0, ncols, out);
+    store_group<L>(tot, Y, M, N, n0, ncols, out);
   });
 }
 }  // namespace
@@ -426,10 +470,16 @@ void gemm_f32acc_rows(const float* X, const Rows& W, float* Y, int M, int N, int
   // With one range of one chunk, the chunk accumulator is the result: no copies.
   const bool direct = segs.back().range == 0 &&
                       std::all_of(segs.begin(), segs.end(), [](const Seg& s) { return s.first_chunk; });
-  if (M <= kSmallM) {
-    gemm_f32acc_small_m(X, W, Y, M, N, K, segs, direct, cfg.out);
+  if (M <= 8) {
+    gemm_f32acc_small_m<Lanes8>(X, W, Y, M, N, K, segs, direct, cfg.out);
     return;
   }
+#if defined(__AVX512F__)
+  if (M <= 16) {
+    gemm_f32acc_small_m<Lanes16>(X, W, Y, M, N, K, segs, direct, cfg.out);
+    return;
+  }
+#endif
 
   const TileGrid grid(M, N);
   rlp::parallel_for(grid.count(), 1, [&](size_t t0, size_t t1) {
@@ -549,10 +599,16 @@ void gemm_fp8_blockscaled(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, cons
 
   RLP_CHECK(B <= KC, "gemm_fp8_blockscaled: fp32 slice accumulation supports K blocks up to {}, got {}", KC, B);
   const Fp8Decoder xdec{xlut, X.kind == Fp8Kind::e4m3}, wdec{wlut, W.kind == Fp8Kind::e4m3};
-  if (M <= kSmallM) {
-    gemm_fp8_small_m(X, W, Y, xlut, wdec, S, deepgemm, cfg.out);
+  if (M <= 8) {
+    gemm_fp8_small_m<Lanes8>(X, W, Y, xlut, wdec, S, deepgemm, cfg.out);
     return;
   }
+#if defined(__AVX512F__)
+  if (M <= 16) {
+    gemm_fp8_small_m<Lanes16>(X, W, Y, xlut, wdec, S, deepgemm, cfg.out);
+    return;
+  }
+#endif
   const TileGrid grid(M, N);
   rlp::parallel_for(grid.count(), 1, [&](size_t t0, size_t t1) {
     // Reused across calls on the same thread: decode runs thousands of small GEMMs.

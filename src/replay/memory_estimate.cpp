@@ -154,15 +154,18 @@ MemoryEstimate estimate_replay_memory(const ModelSpec& spec, const std::vector<I
                                      "({} tokens) x {} worker(s)", longest, workers),
                          sat_mul(workers, per_worker));
   // A group's outputs are held together until its metrics are taken: every sequence's kept log-prob
-  // rows and per-layer hidden states from the generation and training paths (float) and the oracle
-  // (double); and a decode step advances the whole group, so all its KV caches are live at once.
+  // rows and per-layer hidden states from the generation and training paths (float), the oracle's
+  // hidden states and response-token log-probs (double); and a decode step advances the whole
+  // group, so all its KV caches are live at once.
   const uint64_t group = std::min<uint64_t>(kReplayGroup, std::max<uint64_t>(1, inputs.size()));
-  const uint64_t kept = sat_add(sat_mul(longest_r, u(spec.vocab)), sat_mul(L, sat_mul(longest_r, u(spec.hidden))));
+  const uint64_t hidden_kept = sat_mul(L, sat_mul(longest_r, u(spec.hidden)));
+  const uint64_t kept = sat_add(sat_mul(longest_r, u(spec.vocab)), hidden_kept);
   const uint64_t kv_width = sat_mul(u(spec.kv_heads), u(spec.head_dim));
-  uint64_t group_bytes = sat_mul(sat_mul(group, kept), opt.oracle ? 16 : 8);
+  uint64_t group_bytes = sat_mul(sat_mul(group, kept), 8);
+  if (opt.oracle) group_bytes = sat_add(group_bytes, sat_mul(sat_mul(group, sat_add(hidden_kept, longest_r)), 8));
   group_bytes = sat_add(group_bytes, sat_mul(sat_mul(group, 4), sat_mul(sat_mul(2, L), sat_mul(longest, kv_width))));
   est.parts.emplace_back(fmt::format("one group of {} sequence(s): kept log-prob rows and hidden states of both paths "
-                                     "and the oracle, decode KV caches", group),
+                                     "and the oracle's hidden states, decode KV caches", group),
                          group_bytes);
 
   // The run's results: per-token metrics (8 doubles per recipe + oracle + engine), per-layer sums,

@@ -244,11 +244,10 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
     std::vector<PathOutput<OracleOps::Mat>> oracle;
     if (opt.oracle) {
       const OracleOps ops(spec, *oracle_w);
-      oracle = run_path_group(ops, SequenceMode::teacher_forced, group, true);
+      oracle = run_path_group(ops, SequenceMode::teacher_forced, group, true, /*full_rows=*/false);
       for (std::size_t i = g0; i < g1; ++i)
         for (int j = 0; j < group[i - g0].R; ++j)
-          logp_oracle[static_cast<std::size_t>(resp_off[i] + j)] =
-              oracle[i - g0].logprobs(j, inputs[i].response[static_cast<std::size_t>(j)]);
+          logp_oracle[static_cast<std::size_t>(resp_off[i] + j)] = oracle[i - g0].logprobs(j, 0);
     }
     for (std::size_t ri = 0; ri < NR; ++ri) {
       check_interrupted();

@@ -117,8 +117,9 @@ double gamma(int n) {
 
 // ---- tests ------------------------------------------------------------------------------------
 TEST(NumericsGemm, F32AccMatchesStatedOrderBitwise) {
-  // M = 19 runs the packed kernel; M <= 8 (decode steps) the unpacked small-M kernel.
-  for (const int M : {19, 8, 5, 1}) {
+  // M = 19 runs the packed kernel; M <= 16 (decode steps) the unpacked small-M kernels (8 lanes
+  // up to M = 8, 16 lanes above with AVX-512).
+  for (const int M : {19, 16, 12, 9, 8, 5, 1}) {
   SCOPED_TRACE("M=" + std::to_string(M));
   const int N = 53, K = 700;
   const auto X = random_bf16(M * K, 1), W = random_bf16(N * K, 2);
@@ -270,8 +271,8 @@ TEST(NumericsGemm, SplitAndChunkChangeLastBitsFixedConfigReproducible) {
 }
 
 TEST(NumericsGemm, Fp8MatchesStatedOrderBitwise) {
-  // M = 21 runs the packed kernel; M <= 8 (decode steps) the unpacked small-M kernel.
-  for (const int M : {21, 8, 3}) {
+  // M = 21 runs the packed kernel; M <= 16 (decode steps) the unpacked small-M kernels.
+  for (const int M : {21, 16, 11, 8, 3}) {
   SCOPED_TRACE("M=" + std::to_string(M));
   const int N = 150, K = 300;  // partial last slice (300 = 2*128 + 44), partial W blocks
   const Fp8Tensor X = random_fp8(M, K, 1, 128, 7), W = random_fp8(N, K, 128, 128, 8);
@@ -318,7 +319,7 @@ TEST(NumericsGemm, Fp8EveryWeightCodeDecodesExactly) {
     // Rows 8..11 each hold one special code (inf/NaN), the rest finite.
     const int specials[4] = {0x7f, 0xff, kind == Fp8Kind::e5m2 ? 0x7c : 0x7f, kind == Fp8Kind::e5m2 ? 0xfe : 0xff};
     for (int i = 0; i < 4; ++i) W.codes[static_cast<size_t>((8 + i) * K + 37 * i + 3)] = static_cast<uint8_t>(specials[i]);
-    for (const int M : {8, 3, 21}) {
+    for (const int M : {8, 3, 16, 21}) {
       SCOPED_TRACE("M=" + std::to_string(M) + " kind=" + std::to_string(static_cast<int>(kind)));
       const Fp8Tensor X = random_fp8(M, K, 1, 128, 11);
       GemmConfig cfg;

@@ -143,13 +143,20 @@ TEST(MemoryEstimate, CountsEachWeightFormAndTheOracle) {
   EXPECT_GT(t8.total, t1.total);
   EXPECT_NE(t8.describe().find("8 worker(s)"), std::string::npos) << t8.describe();
   EXPECT_NE(t8.describe().find("total"), std::string::npos);
-  // A group (up to 8 sequences) keeps every sequence's log-prob rows: 2000 x vocab x (4 + 4) B each
-  // without the oracle, whatever the thread count.
+  // A group (up to kReplayGroup = 16 sequences) keeps every sequence's log-prob rows: 2000 x vocab
+  // x (4 + 4) B each without the oracle, whatever the thread count.
+  ASSERT_EQ(rlp::kReplayGroup, 16u);
   const auto g1 = rlp::estimate_replay_memory(s, seqs(1, 2000, 2000), o, 1);
   EXPECT_DOUBLE_EQ(part(t1, "one group of 8"), 8 * part(g1, "one group of 1"));
   EXPECT_GT(part(g1, "one group of 1"), 2000.0 * 128256 * 8);
   const auto many = rlp::estimate_replay_memory(s, seqs(20, 2000, 2000), o, 1);
-  EXPECT_DOUBLE_EQ(part(many, "one group of 8"), part(t1, "one group of 8"));
+  const auto sixteen = rlp::estimate_replay_memory(s, seqs(16, 2000, 2000), o, 1);
+  EXPECT_DOUBLE_EQ(part(many, "one group of 16"), part(sixteen, "one group of 16"));
+  EXPECT_DOUBLE_EQ(part(sixteen, "one group of 16"), 16 * part(g1, "one group of 1"));
+  // The oracle keeps its hidden states and one log-prob per token (double), not full rows.
+  o.oracle = true;
+  const auto g1o = rlp::estimate_replay_memory(s, seqs(1, 2000, 2000), o, 1);
+  EXPECT_DOUBLE_EQ(part(g1o, "one group of 1") - part(g1, "one group of 1"), 8.0 * (32 * 2000.0 * 4096 + 2000));
 }
 
 TEST(MemoryEstimate, AbsurdShapesSaturateInsteadOfWrapping) {

@@ -22,7 +22,7 @@ namespace rlp {
 // at those rows.
 template <class Mat>
 struct PathOutput {
-  Mat logprobs;              // [R x vocab]
+  Mat logprobs;              // [R x vocab], or [R x 1] (the response token's) without full rows
   std::vector<Mat> hidden;   // per layer [R x hidden]
 };
 
@@ -37,15 +37,23 @@ struct SeqTokens {
 // sequences in parallel. Decode: a prefill per sequence, then decode steps that advance every
 // unfinished sequence by one token in one call (one weight pass per step for the whole group;
 // rows are computed exactly as single-sequence steps would be, so grouping does not change results).
+// full_rows = false keeps only each response token's log-prob (the oracle's use: its full rows
+// would be the group's largest buffer).
 template <class Ops>
 std::vector<PathOutput<typename Ops::Mat>> run_path_group(const Ops& ops, SequenceMode mode,
-                                                          const std::vector<SeqTokens>& seqs, bool want_hidden) {
+                                                          const std::vector<SeqTokens>& seqs, bool want_hidden,
+                                                          bool full_rows = true) {
   using Mat = typename Ops::Mat;
   const ModelSpec& spec = ops.spec();
   const std::size_t G = seqs.size();
   std::vector<PathOutput<Mat>> out(G);
+  // Response token j of sequence i is predicted by output row `row` of the forward.
+  auto keep = [&](std::size_t i, int j, const Mat& lp, Eigen::Index row) {
+    if (full_rows) out[i].logprobs.row(j) = lp.row(row);
+    else out[i].logprobs(j, 0) = lp(row, seqs[i].tokens[static_cast<std::size_t>(seqs[i].P + j)]);
+  };
   for (std::size_t i = 0; i < G; ++i) {
-    out[i].logprobs.resize(seqs[i].R, spec.vocab);
+    out[i].logprobs.resize(seqs[i].R, full_rows ? spec.vocab : 1);
     if (want_hidden) out[i].hidden.assign(static_cast<std::size_t>(spec.layers), Mat(seqs[i].R, spec.hidden));
   }
   if (mode == SequenceMode::teacher_forced) {
@@ -58,7 +66,7 @@ std::vector<PathOutput<typename Ops::Mat>> run_path_group(const Ops& ops, Sequen
         if (want_hidden)
           hook = [&](int layer, const Mat& h) { out[i].hidden[static_cast<std::size_t>(layer)] = h.bottomRows(s.R); };
         forward(ops, cache, s.tokens.data(), s.P + s.R - 1, 0, lp, hook);
-        out[i].logprobs = lp.bottomRows(s.R);
+        for (int j = 0; j < s.R; ++j) keep(i, j, lp, s.P - 1 + j);
       }
     });
     return out;
@@ -74,7 +82,7 @@ std::vector<PathOutput<typename Ops::Mat>> run_path_group(const Ops& ops, Sequen
     if (want_hidden)
       hook = [&](int layer, const Mat& h) { out[i].hidden[static_cast<std::size_t>(layer)].row(0) = h.row(h.rows() - 1); };
     forward(ops, caches[i], s.tokens.data(), s.P, 0, lp, hook);
-    out[i].logprobs.row(0) = lp.row(s.P - 1);
+    keep(i, 0, lp, s.P - 1);
     max_r = std::max(max_r, s.R);
   }
   std::vector<std::size_t> active;
@@ -102,7 +110,7 @@ std::vector<PathOutput<typename Ops::Mat>> run_path_group(const Ops& ops, Sequen
           out[active[a]].hidden[static_cast<std::size_t>(layer)].row(j) = h.row(static_cast<Eigen::Index>(a));
       };
     forward_decode(ops, cache_ptrs, tokens.data(), positions.data(), lp, hook);
-    for (std::size_t a = 0; a < active.size(); ++a) out[active[a]].logprobs.row(j) = lp.row(static_cast<Eigen::Index>(a));
+    for (std::size_t a = 0; a < active.size(); ++a) keep(active[a], j, lp, static_cast<Eigen::Index>(a));
   }
   return out;
 }
