@@ -207,9 +207,25 @@ struct TileGrid {
 
 // Buffers of a task tile in micro-tile order: micro-tile (ir, jr) at ((jr * nir) + ir) * kTile.
 struct TileBufs {
-  std::vector<float> xp, wp, acc, racc, tot;
-  TileBufs() : xp(static_cast<size_t>(MC) * KC), wp(static_cast<size_t>(NC) * KC),
-               acc(static_cast<size_t>(MC) * NC), racc(acc.size()), tot(acc.size()) {}
+  std::vector<float> wp, acc, racc, tot;
+  TileBufs() : wp(static_cast<size_t>(NC) * KC), acc(static_cast<size_t>(MC) * NC), racc(acc.size()), tot(acc.size()) {}
+};
+
+// X's panels for one row tile over all of K: packed by the first tile of that row tile in a task's
+// range and reused by the tiles after it (a task's tiles are consecutive: same rows, next columns),
+// instead of being packed again for every column tile. Segment [k0, k0 + kc) sits at nir*MR*k0.
+struct RowPanels {
+  std::vector<float> buf;
+  int m0 = -1;
+  // True when the row tile at m0 must be packed now (a new row tile, or the first of a range).
+  bool begin(int row0, int nir, int K) {
+    if (row0 == m0) return false;
+    m0 = row0;
+    const size_t need = static_cast<size_t>(nir) * MR * static_cast<size_t>(K);
+    if (buf.size() < need) buf.resize(need);
+    return true;
+  }
+  float* at(int nir, int k0) { return buf.data() + static_cast<size_t>(nir) * MR * static_cast<size_t>(k0); }
 };
 
 // Writes the tile's `src` to Y, rounding per `out`.
@@ -485,19 +501,23 @@ void gemm_f32acc_rows(const float* X, const Rows& W, float* Y, int M, int N, int
   rlp::parallel_for(grid.count(), 1, [&](size_t t0, size_t t1) {
     // Reused across calls on the same thread: decode runs thousands of small GEMMs.
     thread_local TileBufs b;
+    thread_local RowPanels xr;
+    xr.m0 = -1;  // X differs from the previous call's
     for (size_t t = t0; t < t1; ++t) {
       const int m0 = static_cast<int>(t / static_cast<size_t>(grid.nt)) * MC;
       const int n0 = static_cast<int>(t % static_cast<size_t>(grid.nt)) * NC;
       const int mrows = std::min(MC, M - m0), ncols = std::min(NC, N - n0);
       const int nir = (mrows + MR - 1) / MR, njr = (ncols + NR - 1) / NR;
       const size_t used = static_cast<size_t>(nir) * static_cast<size_t>(njr) * kTile;
+      const bool pack_x = xr.begin(m0, nir, K);
       for (const Seg& sg : segs) {
         const int kc = sg.k1 - sg.k0;
-        pack_f32<MR>(X, K, m0, mrows, sg.k0, kc, b.xp.data());
+        float* xp = xr.at(nir, sg.k0);
+        if (pack_x) pack_f32<MR>(X, K, m0, mrows, sg.k0, kc, xp);
         pack_rows<NR>(W, n0, ncols, sg.k0, kc, b.wp.data());
         for (int jr = 0; jr < njr; ++jr)
           for (int ir = 0; ir < nir; ++ir)
-            micro(kc, b.xp.data() + static_cast<size_t>(ir) * kc * MR, b.wp.data() + static_cast<size_t>(jr) * kc * NR,
+            micro(kc, xp + static_cast<size_t>(ir) * kc * MR, b.wp.data() + static_cast<size_t>(jr) * kc * NR,
                   b.acc.data() + (static_cast<size_t>(jr) * nir + static_cast<size_t>(ir)) * kTile, sg.chunk_start);
         if (direct) continue;
         if (sg.chunk_end) {
@@ -613,6 +633,8 @@ void gemm_fp8_blockscaled(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, cons
   rlp::parallel_for(grid.count(), 1, [&](size_t t0, size_t t1) {
     // Reused across calls on the same thread: decode runs thousands of small GEMMs.
     thread_local TileBufs b;
+    thread_local RowPanels xr;
+    xr.m0 = -1;  // X differs from the previous call's
     std::vector<float> sa(static_cast<size_t>(MC)), sb(static_cast<size_t>(NC));
     for (size_t t = t0; t < t1; ++t) {
       const int m0 = static_cast<int>(t / static_cast<size_t>(grid.nt)) * MC;
@@ -620,11 +642,13 @@ void gemm_fp8_blockscaled(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, cons
       const int mrows = std::min(MC, M - m0), ncols = std::min(NC, N - n0);
       const int nir = (mrows + MR - 1) / MR, njr = (ncols + NR - 1) / NR;
       const size_t used = static_cast<size_t>(nir) * static_cast<size_t>(njr) * kTile;
+      const bool pack_x = xr.begin(m0, nir, K);
       for (int r = 0; r < S; ++r) {
         std::fill(b.racc.begin(), b.racc.begin() + static_cast<std::ptrdiff_t>(used), 0.0f);  // y = +0
         for (int s = split_begin(slices, S, r); s < split_begin(slices, S, r + 1); ++s) {
           const int k0 = s * B, kc = std::min(B, K - k0);
-          pack_fp8<MR>(X.codes.data(), K, xdec, m0, mrows, k0, kc, b.xp.data());
+          float* xp = xr.at(nir, k0);
+          if (pack_x) pack_fp8<MR>(X.codes.data(), K, xdec, m0, mrows, k0, kc, xp);
           pack_fp8<NR>(W.codes.data(), K, wdec, n0, ncols, k0, kc, b.wp.data());
           for (int i = 0; i < mrows; ++i) sa[static_cast<size_t>(i)] = X.scale_inv[static_cast<size_t>(m0 + i) * static_cast<size_t>(xcb) + static_cast<size_t>(s)];
           for (int j = 0; j < ncols; ++j)
@@ -632,7 +656,7 @@ void gemm_fp8_blockscaled(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, cons
           for (int jr = 0; jr < njr; ++jr)
             for (int ir = 0; ir < nir; ++ir) {
               const size_t off = (static_cast<size_t>(jr) * nir + static_cast<size_t>(ir)) * kTile;
-              micro(kc, b.xp.data() + static_cast<size_t>(ir) * kc * MR, b.wp.data() + static_cast<size_t>(jr) * kc * NR,
+              micro(kc, xp + static_cast<size_t>(ir) * kc * MR, b.wp.data() + static_cast<size_t>(jr) * kc * NR,
                     b.acc.data() + off, true);
               // Promotion of the slice partial into this range's y (padded lanes use scale 0).
               const float* p = b.acc.data() + off;

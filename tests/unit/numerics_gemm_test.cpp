@@ -147,6 +147,35 @@ TEST(NumericsGemm, F32AccMatchesStatedOrderBitwise) {
   }
 }
 
+// Several row and column tiles, split over 1, 2 and 3 threads so that a task's range starts inside
+// a row tile: the row tile's packed X panels are reused across its column tiles within a task.
+TEST(NumericsGemm, ManyTilesAnyThreadCountMatchStatedOrder) {
+  const int M = 400, N = 500, K = 300;
+  const auto X = random_bf16(M * K, 21), W = random_bf16(N * K, 22);
+  std::vector<uint16_t> W16(W.size());
+  for (size_t i = 0; i < W.size(); ++i) W16[i] = float_to_bf16_bits(W[i]);
+  const Fp8Tensor Xq = random_fp8(M, K, 1, 128, 23), Wq = random_fp8(N, K, 128, 128, 24);
+  GemmConfig cfg;
+  cfg.out = OutRound::fp32;
+  cfg.k_chunk = 100;
+  for (const int threads : {1, 2, 3}) {
+    rlp::set_thread_count(threads);
+    std::vector<float> Y(static_cast<size_t>(M) * N), Y16(Y.size()), Y8(Y.size());
+    gemm_f32acc(X.data(), W.data(), Y.data(), M, N, K, cfg);
+    gemm_f32acc(X.data(), W16.data(), Half16::bf16, Y16.data(), M, N, K, cfg);
+    gemm_fp8_blockscaled(Xq, Wq, Y8.data(), cfg);
+    for (int m = 0; m < M; m += 3)
+      for (int n = 0; n < N; n += 7) {
+        const size_t i = static_cast<size_t>(m) * N + static_cast<size_t>(n);
+        const float r = ref_f32acc(X.data() + m * K, W.data() + n * K, K, cfg);
+        ASSERT_EQ(f32_bits(Y[i]), f32_bits(r)) << m << "," << n << " threads=" << threads;
+        ASSERT_EQ(f32_bits(Y16[i]), f32_bits(r)) << m << "," << n << " threads=" << threads;
+        ASSERT_EQ(f32_bits(Y8[i]), f32_bits(ref_fp8(Xq, Wq, m, n, cfg))) << m << "," << n << " threads=" << threads;
+      }
+  }
+  rlp::set_thread_count(0);
+}
+
 // Widening 16-bit weights: every bit pattern, against the scalar decoders of formats.hpp.
 TEST(NumericsGemm, WidenHalf16EveryPattern) {
   std::vector<uint16_t> all(65536);
