@@ -35,7 +35,7 @@ int run_inspect(InspectArgs& a) {
   if (!a.out.empty()) write_inspect_file(a.out, r, invocation(), a.force);
   if (!a.quiet) {
     fmt::print("{}", format_inspect(r, a.rows));
-    fmt::print("inspected {} tensors ({:.1f} MB, {} passes) in {:.2f} s{}\n", r.tensors.size(),
+    fmt::print("inspected {} tensors ({:.1f} MB read once, {} scale conventions) in {:.2f} s{}\n", r.tensors.size(),
                static_cast<double>(r.bytes_per_pass) / 1e6, inspect_conventions().size(), secs,
                a.out.empty() ? "" : "; wrote " + a.out);
   }

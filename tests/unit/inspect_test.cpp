@@ -263,6 +263,51 @@ TEST(Inspect, FastPathEqualsScalarHeaderOnEveryElement) {
   }
 }
 
+// One pass runs every convention on each block and lets conventions that quantize a block
+// identically share one kernel run and one error sum (see inspect.cpp). Each convention's numbers
+// must be exactly those it gets alone (no sharing) or next to TE alone: the sums bit for bit.
+// Many blocks per row, so sharing starts, breaks and resumes along the rows: deepgemm's fp32 scale
+// matches TE's in some blocks only, vllm's pow2 divisor is TE's pow2 multiplier inverted, one
+// block is tiny (deepgemm's 1e-4 floor), one has an outlier (saturation at 448 + ulp), and
+// nemo-refit pads the partial edge blocks with the last element.
+TEST(Inspect, SharedKernelRunsEqualSeparateRuns) {
+  const int rows = 300, cols = 128 * 9 + 40;
+  std::mt19937 rng(21);
+  std::normal_distribution<float> d(0.0f, 0.02f);
+  std::vector<float> x(static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols));
+  for (float& v : x) v = num::round_bf16(d(rng));
+  auto at = [&](int r, int c) -> float& {
+    return x[static_cast<std::size_t>(r) * static_cast<std::size_t>(cols) + static_cast<std::size_t>(c)];
+  };
+  for (int r = 0; r < 128; ++r)
+    for (int c = 3 * 128; c < 4 * 128; ++c) at(r, c) *= 1e-3f;  // block amax below 1e-4
+  at(140, 700) = 11.0f;                                           // an outlier block
+  at(rows - 1, cols - 1) = -0.5f;                                 // nemo-refit's padding value
+  const auto all = inspect_matrix(x.data(), rows, cols, 128, inspect_conventions());
+  for (std::size_t ci = 0; ci < inspect_conventions().size(); ++ci) {
+    const ScaleConvention c = inspect_conventions()[ci];
+    const auto alone = inspect_matrix(x.data(), rows, cols, 128, {c});
+    const auto with_te = inspect_matrix(x.data(), rows, cols, 128, {ScaleConvention::te, c});
+    for (int mode = 0; mode < 2; ++mode) {
+      SCOPED_TRACE(std::string(convention_name(c)) + (mode ? " pow2" : " fp32"));
+      const QuantStats& s = all[2 * ci + static_cast<std::size_t>(mode)];
+      const QuantStats& a = alone[static_cast<std::size_t>(mode)];
+      const QuantStats& t = with_te[(ci == 0 ? 0 : 2) + static_cast<std::size_t>(mode)];
+      for (const QuantStats* o : {&a, &t}) {
+        EXPECT_EQ(std::bit_cast<uint64_t>(s.sum_sq_err), std::bit_cast<uint64_t>(o->sum_sq_err));
+        EXPECT_EQ(std::bit_cast<uint64_t>(s.sum_sq_x), std::bit_cast<uint64_t>(o->sum_sq_x));
+        EXPECT_EQ(s.saturated, o->saturated);
+        EXPECT_EQ(s.clipped, o->clipped);
+        EXPECT_EQ(s.flushed, o->flushed);
+      }
+      EXPECT_EQ(s.blocks_differ, t.blocks_differ);
+    }
+  }
+  // The case is not vacuous: fp32 deepgemm differs from te in some blocks only, te saturates.
+  EXPECT_GT(all[4].blocks_differ + all[2].blocks_differ, 0);
+  EXPECT_GT(all[0].saturated, 0);
+}
+
 TEST(Inspect, TensorNames) {
   int layer = -1;
   std::string proj;

@@ -5,10 +5,11 @@
 // element counts, and the fraction of blocks whose fp8 codes differ from TransformerEngine's.
 // Every number is defined in docs/inspect.md.
 //
-// The weights are streamed from the checkpoint mapping: one pass per convention over each tensor
-// (fp32 and pow2 scales share the pass and its block amax), parallel over block rows, blocks
-// converted to fp32 in a per-thread 128x128 buffer; the only per-tensor buffers are TE's codes
-// (to compare the other conventions against). Results do not depend on the thread count.
+// The weights are read from the checkpoint mapping once: each 128x128 block is converted to fp32
+// in a per-thread buffer, its amax and Σx² taken once, and every convention x scale mode runs on it
+// while it is in cache (conventions whose scale makes them quantize the block identically, compared
+// bit for bit per block, share one run). Parallel over block rows; results do not depend on the
+// thread count, and are bit-identical to one pass per convention (docs/inspect.md).
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -83,7 +84,8 @@ struct InspectResult {
   std::vector<int> flagged_layers;
   int bf16_first_layers = 0, bf16_last_layers = 0;
   std::string recommendation;  // one line, as printed
-  int64_t bytes_per_pass = 0;  // checkpoint bytes of the inspected tensors (each pass reads them)
+  int64_t bytes_per_pass = 0;  // checkpoint bytes of the inspected tensors (read once; every
+                               // convention's pass over a block runs on its cached fp32 copy)
 };
 
 // Statistics of one row-major matrix whose elements are `dtype` at `data` (little-endian), for the
@@ -96,7 +98,9 @@ std::vector<QuantStats> inspect_matrix(const uint8_t* data, DType dtype, int64_t
                                        double* amax_max = nullptr);
 // The per-element step of inspect_matrix's vectorized kernel, exposed for tests: the fp8 e4m3 codes
 // of x[0..n) (n a multiple of 16) in convention c with block scale s, and the dequantized values
-// decode(code) * s.scale_inv. Bit-identical to num::quantize_with and num::fp8_to_float.
+// decode(code) * s.scale_inv. Bit-identical to num::quantize_with and num::fp8_to_float. Each group
+// of 16 goes through the kernel's fast-path formula when it qualifies (finite x and scale, every
+// |v| <= 464), through the general one otherwise, so both are checked.
 void inspect_quantize(const float* x, std::size_t n, num::ScaleConvention c, const num::BlockScale& s,
                       uint8_t* codes, float* deq);
 // Convenience for fp32 data.
