@@ -111,6 +111,13 @@ void pack_f32(const float* A, int ld, int r0, int nrows, int k0, int kc, float* 
   });
 }
 
+// Asks for the cache lines of [p, p + bytes) ahead of use: decode steps stream every weight once, and
+// a kernel that widens a slice before its fma chains would otherwise wait for each miss in turn.
+inline void prefetch_bytes(const void* p, int bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (int off = 0; off < bytes; off += 64) __builtin_prefetch(c + off, 0, 0);
+}
+
 // n fp8 codes -> floats, the same values (and NaN bits) as lut[code], lut = fp8_to_float of the
 // kind. For e4m3 the decode is exponent arithmetic, 16 lanes at a time: the 7 magnitude bits
 // shifted into a float's exponent/mantissa field read as 2^-127 * (e4m3 value), so one exact
@@ -145,20 +152,17 @@ struct Fp8Decoder {
   }
 };
 
+// As pack_rows, for fp8 codes (ld = K): packs [k0, k0 + kc) and prefetches the next slice.
 template <int P>
 void pack_fp8(const uint8_t* A, int ld, const Fp8Decoder& decode, int r0, int nrows, int k0, int kc, float* dst) {
   float row[KC];  // kc <= KC (the caller checks the block width)
+  const int next = std::min(kc, ld - (k0 + kc));
   pack_panels<P>(r0, nrows, kc, dst, [&](int r, float* d, int n) {
-    decode(A + static_cast<size_t>(r) * static_cast<size_t>(ld) + static_cast<size_t>(k0), n, row);
+    const uint8_t* a = A + static_cast<size_t>(r) * static_cast<size_t>(ld) + static_cast<size_t>(k0);
+    if (next > 0) prefetch_bytes(a + kc, next);
+    decode(a, n, row);
     for (int k = 0; k < n; ++k) d[k * P] = row[k];
   });
-}
-
-// Asks for the cache lines of [p, p + bytes) ahead of use: decode steps stream every weight once, and
-// a kernel that widens a slice before its fma chains would otherwise wait for each miss in turn.
-inline void prefetch_bytes(const void* p, int bytes) {
-  const char* c = static_cast<const char*>(p);
-  for (int off = 0; off < bytes; off += 64) __builtin_prefetch(c + off, 0, 0);
 }
 
 // Where the f32acc kernels read W's rows: floats in place, or 16-bit patterns widened into the
@@ -184,10 +188,15 @@ struct Half16Rows {
   }
 };
 
+// Packs rows r0.. of W for [k0, k0 + kc) and prefetches each row's next KC-slice: a tile walks K
+// slice by slice, and with a short run per row (a few cache lines) across hundreds of rows the
+// hardware prefetcher does not follow, so every row's first line would be a miss.
 template <int P, class Rows>
 void pack_rows(const Rows& src, int r0, int nrows, int k0, int kc, float* dst) {
   float row[KC];
+  const int next = std::min(KC, src.K - (k0 + kc));
   pack_panels<P>(r0, nrows, kc, dst, [&](int r, float* d, int n) {
+    if (next > 0) src.prefetch(r, k0 + kc, next);
     const float* s = src.slice(r, k0, n, row);
     for (int k = 0; k < n; ++k) d[k * P] = s[k];
   });
