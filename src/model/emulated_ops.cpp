@@ -177,11 +177,38 @@ void EmulatedOps::rope(Mat& q, Mat& k, const int* positions) const {
 
 namespace {
 
-struct PartitionState {
-  float m = -std::numeric_limits<float>::infinity();
-  float l = 0.0f;
-  std::vector<float> acc;
-};
+// Vector helpers for the attention micro-kernels (one vector of kPvLanes floats; plain float
+// without AVX2/AVX-512, where the same code runs lane by lane).
+#if defined(__AVX512F__)
+constexpr int kPvLanes = 16;
+using PvVec = __m512;
+inline PvVec pv_load(const float* p) { return _mm512_loadu_ps(p); }
+inline void pv_store(float* p, PvVec v) { _mm512_storeu_ps(p, v); }
+inline PvVec pv_set1(float a) { return _mm512_set1_ps(a); }
+inline PvVec pv_zero() { return _mm512_setzero_ps(); }
+inline PvVec pv_fmav(PvVec a, PvVec b, PvVec c) { return _mm512_fmadd_ps(a, b, c); }
+#elif defined(__AVX2__) && defined(__FMA__)
+constexpr int kPvLanes = 8;
+using PvVec = __m256;
+inline PvVec pv_load(const float* p) { return _mm256_loadu_ps(p); }
+inline void pv_store(float* p, PvVec v) { _mm256_storeu_ps(p, v); }
+inline PvVec pv_set1(float a) { return _mm256_set1_ps(a); }
+inline PvVec pv_zero() { return _mm256_setzero_ps(); }
+inline PvVec pv_fmav(PvVec a, PvVec b, PvVec c) { return _mm256_fmadd_ps(a, b, c); }
+#else
+constexpr int kPvLanes = 1;
+using PvVec = float;
+inline PvVec pv_load(const float* p) { return *p; }
+inline void pv_store(float* p, PvVec v) { *p = v; }
+inline PvVec pv_set1(float a) { return a; }
+inline PvVec pv_zero() { return 0.0f; }
+inline PvVec pv_fmav(PvVec a, PvVec b, PvVec c) { return std::fma(a, b, c); }
+#endif
+
+// Query vectors ("lanes": the rows of a tile times the heads of one KV group) that share one key
+// range b0..b1 go through the micro-kernels below up to kLaneChunk at a time: each K/V vector
+// loaded is used by every lane of the chunk, each lane's chains keeping their own order.
+constexpr int kLaneChunk = 4;
 
 // s[j - b0] = q . K[j][col0 .. col0+hd) for keys b0..b1, each dot a sequential fp32 fma chain over
 // d from +0 (the order the paths model). Kt is K transposed: the loop over keys is contiguous and
@@ -196,51 +223,141 @@ void key_dots(const float* q, const EmulatedOps::Mat& Kt, int col0, int hd, int 
   }
 }
 
-// acc[d] = fma(p[j], V[j][col0 + d], acc[d]) for keys j = b0..b1 in order, for every d. Up to
-// four vectors of dimensions stay in registers across the keys (independent chains); per d the
-// order over keys is unchanged.
-#if defined(__AVX512F__)
-constexpr int kPvLanes = 16;
-using PvVec = __m512;
-inline PvVec pv_load(const float* p) { return _mm512_loadu_ps(p); }
-inline void pv_store(float* p, PvVec v) { _mm512_storeu_ps(p, v); }
-inline PvVec pv_fma(float a, const float* b, PvVec c) { return _mm512_fmadd_ps(_mm512_set1_ps(a), _mm512_loadu_ps(b), c); }
-#elif defined(__AVX2__) && defined(__FMA__)
-constexpr int kPvLanes = 8;
-using PvVec = __m256;
-inline PvVec pv_load(const float* p) { return _mm256_loadu_ps(p); }
-inline void pv_store(float* p, PvVec v) { _mm256_storeu_ps(p, v); }
-inline PvVec pv_fma(float a, const float* b, PvVec c) { return _mm256_fmadd_ps(_mm256_set1_ps(a), _mm256_loadu_ps(b), c); }
-#else
-constexpr int kPvLanes = 1;
-using PvVec = float;
-inline PvVec pv_load(const float* p) { return *p; }
-inline void pv_store(float* p, PvVec v) { *p = v; }
-inline PvVec pv_fma(float a, const float* b, PvVec c) { return std::fma(a, *b, c); }
-#endif
+// key_dots for L lanes and the NJ vectors of keys from j0: every score's chain over d stays in a
+// register from +0 to the end, fma(q[d], k[d], s) in order, as in key_dots.
+template <int L, int NJ>
+void key_dots_block(const float* const* q, const float* kt0, std::ptrdiff_t ld, int hd, int j0, float* const* s,
+                    int soff) {
+  PvVec acc[L][NJ];
+  for (int l = 0; l < L; ++l)
+    for (int v = 0; v < NJ; ++v) acc[l][v] = pv_zero();
+  for (int d = 0; d < hd; ++d) {
+    const float* kr = kt0 + static_cast<std::ptrdiff_t>(d) * ld + j0;
+    PvVec kv[NJ];
+    for (int v = 0; v < NJ; ++v) kv[v] = pv_load(kr + v * kPvLanes);
+    for (int l = 0; l < L; ++l) {
+      const PvVec qb = pv_set1(q[l][d]);
+      for (int v = 0; v < NJ; ++v) acc[l][v] = pv_fmav(qb, kv[v], acc[l][v]);
+    }
+  }
+  for (int l = 0; l < L; ++l)
+    for (int v = 0; v < NJ; ++v) pv_store(s[l] + soff + v * kPvLanes, acc[l][v]);
+}
 
-template <int NV>
-void accumulate_pv_vectors(const float* p, const EmulatedOps::Mat& V, int col, int b0, int b1, float* acc) {
-  PvVec a[NV];
-  for (int v = 0; v < NV; ++v) a[v] = pv_load(acc + v * kPvLanes);
+template <int L>
+void key_dots_lanes(const float* const* q, const EmulatedOps::Mat& Kt, int col0, int hd, int b0, int b1,
+                    float* const* s) {
+  const int nk = b1 - b0 + 1;
+  const std::ptrdiff_t ld = Kt.cols();
+  const float* kt0 = Kt.data() + static_cast<std::ptrdiff_t>(col0) * ld;
+  int j = 0;
+  for (; j + 4 * kPvLanes <= nk; j += 4 * kPvLanes) key_dots_block<L, 4>(q, kt0, ld, hd, b0 + j, s, j);
+  for (; j + kPvLanes <= nk; j += kPvLanes) key_dots_block<L, 1>(q, kt0, ld, hd, b0 + j, s, j);
+  if (j < nk)
+    for (int l = 0; l < L; ++l) key_dots(q[l], Kt, col0, hd, b0 + j, b1, s[l] + j);
+}
+
+// acc[d] = fma(p[j], V[j][col0 + d], acc[d]) for keys j = b0..b1 in order, for every d and each of
+// L lanes. NV vectors of dimensions per lane stay in registers across the keys (independent
+// chains); per d the order over keys is unchanged.
+template <int L, int NV>
+void accumulate_pv_vectors(const float* const* p, const EmulatedOps::Mat& V, int col, int b0, int b1,
+                           float* const* acc, int doff) {
+  PvVec a[L][NV];
+  for (int l = 0; l < L; ++l)
+    for (int v = 0; v < NV; ++v) a[l][v] = pv_load(acc[l] + doff + v * kPvLanes);
   for (int j = b0; j <= b1; ++j) {
-    const float pj = p[j - b0];
     const float* vr = V.row(j).data() + col;
-    for (int v = 0; v < NV; ++v) a[v] = pv_fma(pj, vr + v * kPvLanes, a[v]);
+    PvVec vv[NV];
+    for (int v = 0; v < NV; ++v) vv[v] = pv_load(vr + v * kPvLanes);
+    for (int l = 0; l < L; ++l) {
+      const PvVec pj = pv_set1(p[l][j - b0]);
+      for (int v = 0; v < NV; ++v) a[l][v] = pv_fmav(pj, vv[v], a[l][v]);
+    }
   }
-  for (int v = 0; v < NV; ++v) pv_store(acc + v * kPvLanes, a[v]);
+  for (int l = 0; l < L; ++l)
+    for (int v = 0; v < NV; ++v) pv_store(acc[l] + doff + v * kPvLanes, a[l][v]);
 }
 
-void accumulate_pv(const float* p, const EmulatedOps::Mat& V, int col0, int hd, int b0, int b1, float* acc) {
+template <int L>
+void accumulate_pv(const float* const* p, const EmulatedOps::Mat& V, int col0, int hd, int b0, int b1,
+                   float* const* acc) {
   int d0 = 0;
-  for (; d0 + 4 * kPvLanes <= hd; d0 += 4 * kPvLanes) accumulate_pv_vectors<4>(p, V, col0 + d0, b0, b1, acc + d0);
-  for (; d0 + kPvLanes <= hd; d0 += kPvLanes) accumulate_pv_vectors<1>(p, V, col0 + d0, b0, b1, acc + d0);
-  for (int j = b0; j <= b1; ++j) {
-    const float pj = p[j - b0];
-    const float* vr = V.row(j).data() + col0;
-    for (int d = d0; d < hd; ++d) acc[d] = std::fma(pj, vr[d], acc[d]);
+  for (; d0 + 4 * kPvLanes <= hd; d0 += 4 * kPvLanes) accumulate_pv_vectors<L, 4>(p, V, col0 + d0, b0, b1, acc, d0);
+  for (; d0 + kPvLanes <= hd; d0 += kPvLanes) accumulate_pv_vectors<L, 1>(p, V, col0 + d0, b0, b1, acc, d0);
+  if (d0 < hd)
+    for (int l = 0; l < L; ++l)
+      for (int j = b0; j <= b1; ++j) {
+        const float pj = p[l][j - b0];
+        const float* vr = V.row(j).data() + col0;
+        for (int d = d0; d < hd; ++d) acc[l][d] = std::fma(pj, vr[d], acc[l][d]);
+      }
+}
+
+// Dispatch a chunk of 1..kLaneChunk lanes to the templates.
+template <template <int> class F, typename... A>
+void by_lanes(int nl, A&&... a) {
+  switch (nl) {
+    case 1: F<1>::run(a...); break;
+    case 2: F<2>::run(a...); break;
+    case 3: F<3>::run(a...); break;
+    default: F<4>::run(a...); break;
   }
 }
+template <int L>
+struct KeyDotsF {
+  static void run(const float* const* q, const EmulatedOps::Mat& Kt, int col0, int hd, int b0, int b1, float* const* s) {
+    key_dots_lanes<L>(q, Kt, col0, hd, b0, b1, s);
+  }
+};
+template <int L>
+struct PvF {
+  static void run(const float* const* p, const EmulatedOps::Mat& V, int col0, int hd, int b0, int b1, float* const* acc) {
+    accumulate_pv<L>(p, V, col0, hd, b0, b1, acc);
+  }
+};
+static_assert(kLaneChunk == 4, "by_lanes dispatches 1..4 lanes");
+
+// max(m, s[0], ..., s[nk-1]) folded in order with std::max, as the single-vector kernel does: a NaN
+// score never enters (std::max keeps its first argument unless the second is greater), so the
+// result is the largest non-NaN value, the same in any order unless that value is zero (then
+// which of +0 and -0 comes first decides its sign): the vector fold is used only when it is
+// nonzero.
+inline float max_scores(const float* s, int nk, float m) {
+  int j = 0;
+  float mv = -std::numeric_limits<float>::infinity();
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+  if (nk >= kPvLanes) {
+#if defined(__AVX512F__)
+    __m512 a = _mm512_set1_ps(mv);
+    // (s > a) ? s : a per lane (the mask form: GCC 12 warns on the plain one's undefined passthrough)
+    for (; j + kPvLanes <= nk; j += kPvLanes) a = _mm512_mask_max_ps(a, static_cast<__mmask16>(0xFFFF), _mm512_loadu_ps(s + j), a);
+#else
+    __m256 a = _mm256_set1_ps(mv);
+    for (; j + kPvLanes <= nk; j += kPvLanes) a = _mm256_max_ps(_mm256_loadu_ps(s + j), a);
+#endif
+    alignas(64) float lanes[kPvLanes];
+    pv_store(lanes, a);
+    for (const float x : lanes) mv = std::max(mv, x);
+  }
+#endif
+  for (; j < nk; ++j) mv = std::max(mv, s[j]);
+  mv = std::max(m, mv);
+  if (mv != 0.0f) return mv;
+  for (j = 0; j < nk; ++j) m = std::max(m, s[j]);
+  return m;
+}
+
+// Query rows per attention task. Each task takes a tile of this many rows and all heads of one KV
+// group, and walks the key blocks once for all of them, so a block of K/V is read from memory once
+// per tile rather than once per (row, head).
+constexpr int kAttnTileRows = 16;
+// Floats of per-partition state a task may hold (tiles get fewer rows beyond it).
+constexpr long long kAttnStateBudget = 1LL << 20;
+// Scores are computed for up to this many keys at a time (a whole number of key blocks), however
+// small the blocks: each score is its own chain, so when it is computed does not matter, and long
+// runs of keys stream K^T rows better than short ones.
+constexpr int kScoreChunk = 128;
 
 }  // namespace
 
@@ -282,67 +399,175 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
   const int partition = style_.attention == AttentionKind::split_kv ? std::max(1, style_.split_kv_partition)
                                                                     : std::numeric_limits<int>::max();
   out.resize(n, spec_.heads * hd);
-  // Each (row, head) output is computed by one task in a fixed order: thread-count independent.
-  // Tasks visit rows from both ends alternately (0, n-1, 1, n-2, ...): causal rows cost in
-  // proportion to their position, and the pool's contiguous split would give the last thread the
-  // longest rows.
-  parallel_for(static_cast<std::size_t>(n) * static_cast<std::size_t>(spec_.heads), 4, [&](std::size_t t0, std::size_t t1) {
-    std::vector<float> qrow(static_cast<std::size_t>(hd)), s(static_cast<std::size_t>(block)),
-        pr(static_cast<std::size_t>(block));
-    std::vector<PartitionState> parts;
+  const Mat& Kt = cache.kt[li];
+  // A task is a tile of up to kAttnTileRows consecutive rows and the `group` heads of one KV group:
+  // its lanes (row-major: lane = (r - r0) * group + head-in-group) walk the partitions and key
+  // blocks together, and each lane's operations are exactly those of the single-vector kernel: the
+  // same blocks (cut at the partition ends and at the lane's own causal end pos0 + r), the same
+  // online-softmax update order, the same chains (the scores of a lane are computed a chunk of
+  // whole blocks ahead of the softmax). Each output is computed by one task in a fixed
+  // order: thread-count independent. Tasks visit tiles from both ends alternately (0, last, 1,
+  // last-1, ...; KV groups innermost): causal tiles cost in proportion to their position, and the
+  // pool's contiguous split would give the last thread the longest tiles.
+  // Per lane the task keeps (m, l, acc[hd]) for each split-KV partition until the combine: tiles
+  // shrink when there are many partitions (the tiling does not change any lane's operations).
+  const long long parts_max = static_cast<long long>(pos0 + n - 1) / partition + 1;
+  const long long state_per_row = parts_max * group * (hd + 2);
+  const int tile_rows = static_cast<int>(
+      std::max(1LL, std::min<long long>({n, kAttnTileRows, kAttnStateBudget / state_per_row})));
+  const int chunk = block >= kScoreChunk ? block : (kScoreChunk / block) * block;
+  enum class PRound { none, bf16, fp16, e4m3 };
+  const PRound p_round = !style_.attn_p_round ? PRound::none
+                         : fp8_kv             ? PRound::e4m3
+                         : style_.act == ActDtype::bf16 ? PRound::bf16
+                                                        : PRound::fp16;
+  const int tiles = (n + tile_rows - 1) / tile_rows;
+  const int kvh = spec_.kv_heads;
+  const std::size_t ntasks = static_cast<std::size_t>(tiles) * static_cast<std::size_t>(kvh);
+  const std::size_t grain = static_cast<std::size_t>(std::max(1, 4 / (tile_rows * group)));
+  parallel_for(ntasks, grain, [&](std::size_t t0, std::size_t t1) {
+    const int max_lanes = tile_rows * group;
+    std::vector<float> qv(static_cast<std::size_t>(max_lanes) * static_cast<std::size_t>(hd));
+    std::vector<float> s(static_cast<std::size_t>(max_lanes) * static_cast<std::size_t>(chunk));
+    std::vector<float> pr(static_cast<std::size_t>(max_lanes) * static_cast<std::size_t>(chunk));
+    std::vector<float> m_st, l_st, acc_st, lse;  // per (lane, partition)
     for (std::size_t task = t0; task < t1; ++task) {
-      const int ri = static_cast<int>(task / static_cast<std::size_t>(spec_.heads));
-      const int r = ri % 2 == 0 ? ri / 2 : n - 1 - ri / 2;
-      const int h = static_cast<int>(task % static_cast<std::size_t>(spec_.heads));
-      const int last = pos0 + r;  // causal: keys 0..last
-      const int g = h / group;
-      for (int d = 0; d < hd; ++d)
-        qrow[static_cast<std::size_t>(d)] = fp8_kv ? num::round_e4m3_sat(q(r, h * hd + d) / qs) : q(r, h * hd + d);
-      parts.clear();
-      for (int p0 = 0; p0 <= last; p0 = (partition > last - p0) ? last + 1 : p0 + partition) {
-        const int p1 = static_cast<int>(std::min<long long>(static_cast<long long>(p0) + partition - 1, last));
-        PartitionState st;
-        st.acc.assign(static_cast<std::size_t>(hd), 0.0f);
-        for (int b0 = p0; b0 <= p1; b0 += block) {
-          const int b1 = std::min(b0 + block - 1, p1);
-          key_dots(qrow.data(), cache.kt[li], g * hd, hd, b0, b1, s.data());
-          float m_new = st.m;
-          for (int j = b0; j <= b1; ++j) m_new = std::max(m_new, s[static_cast<std::size_t>(j - b0)]);
-          const float m_scaled = m_new * c_log2;
-          const float alpha = std::exp2(st.m * c_log2 - m_scaled);  // 0 on the first block
-          st.l *= alpha;
-          for (float& a : st.acc) a *= alpha;
-          for (int j = b0; j <= b1; ++j) {
-            const float p = std::exp2(std::fma(s[static_cast<std::size_t>(j - b0)], c_log2, -m_scaled));
-            st.l += p;
-            pr[static_cast<std::size_t>(j - b0)] = !style_.attn_p_round ? p : (fp8_kv ? num::round_e4m3_sat(p) : round_act(p));
-          }
-          accumulate_pv(pr.data(), V, g * hd, hd, b0, b1, st.acc.data());
-          st.m = m_new;
-        }
-        parts.push_back(std::move(st));
+      const int ti = static_cast<int>(task / static_cast<std::size_t>(kvh));
+      const int tile = ti % 2 == 0 ? ti / 2 : tiles - 1 - ti / 2;
+      const int g = static_cast<int>(task % static_cast<std::size_t>(kvh));
+      const int r0 = tile * tile_rows, r1 = std::min(n, r0 + tile_rows) - 1;
+      const int lanes = (r1 - r0 + 1) * group;
+      const int last_max = pos0 + r1;
+      const int nparts = last_max / partition + 1;  // partitions of the tile's last row
+      auto lane_row = [&](int lane) { return r0 + lane / group; };
+      auto lane_head = [&](int lane) { return g * group + lane % group; };
+      for (int lane = 0; lane < lanes; ++lane) {
+        const int r = lane_row(lane), h = lane_head(lane);
+        float* qd = qv.data() + static_cast<std::size_t>(lane) * static_cast<std::size_t>(hd);
+        for (int d = 0; d < hd; ++d) qd[d] = fp8_kv ? num::round_e4m3_sat(q(r, h * hd + d) / qs) : q(r, h * hd + d);
       }
-      float* o = out.row(r).data() + h * hd;
-      if (parts.size() == 1) {
-        const float inv = 1.0f / parts[0].l;
-        for (int d = 0; d < hd; ++d) o[d] = round_act(parts[0].acc[static_cast<std::size_t>(d)] * inv * vs);
-      } else {
-        // Split-KV combine: o_i = acc_i / l_i, lse_i = m_i*c + log2(l_i) (log2 domain), weights
-        // exp2(lse_i - lse) in fp32, outputs summed in partition order.
-        float lse_max = -std::numeric_limits<float>::infinity();
-        std::vector<float> lse(parts.size());
-        for (std::size_t i = 0; i < parts.size(); ++i) {
-          lse[i] = parts[i].m * c_log2 + std::log2(parts[i].l);
-          lse_max = std::max(lse_max, lse[i]);
+      const std::size_t nst = static_cast<std::size_t>(lanes) * static_cast<std::size_t>(nparts);
+      m_st.assign(nst, -std::numeric_limits<float>::infinity());
+      l_st.assign(nst, 0.0f);
+      acc_st.assign(nst * static_cast<std::size_t>(hd), 0.0f);
+      auto st_index = [&](int lane, int pi) {
+        return static_cast<std::size_t>(lane) * static_cast<std::size_t>(nparts) + static_cast<std::size_t>(pi);
+      };
+      auto acc_ptr = [&](int lane, int pi) { return acc_st.data() + st_index(lane, pi) * static_cast<std::size_t>(hd); };
+      // Scores of lanes [la, lb) for keys c0..e, into s[lane][j - c0].
+      auto scores = [&](int la, int lb, int c0, int e) {
+        const float* qp[kLaneChunk];
+        float* sp[kLaneChunk];
+        for (int c = la; c < lb; c += kLaneChunk) {
+          const int nl = std::min(kLaneChunk, lb - c);
+          for (int i = 0; i < nl; ++i) {
+            qp[i] = qv.data() + static_cast<std::size_t>(c + i) * static_cast<std::size_t>(hd);
+            sp[i] = s.data() + static_cast<std::size_t>(c + i) * static_cast<std::size_t>(chunk);
+          }
+          by_lanes<KeyDotsF>(nl, qp, Kt, g * hd, hd, c0, e, sp);
         }
-        float sum = 0.0f;
-        for (float x : lse) sum += std::exp2(x - lse_max);
-        const float lse_all = lse_max + std::log2(sum);
-        for (int d = 0; d < hd; ++d) {
-          float acc = 0.0f;
-          for (std::size_t i = 0; i < parts.size(); ++i)
-            acc = std::fma(std::exp2(lse[i] - lse_all), parts[i].acc[static_cast<std::size_t>(d)] / parts[i].l, acc);
-          o[d] = round_act(acc * vs);
+      };
+      // Online-softmax update and P.V of lanes [la, lb) for the block b0..b1 of partition pi (scores
+      // from s at b0 - c0).
+      auto softmax_pv = [&](int la, int lb, int pi, int c0, int b0, int b1) {
+        const int nk = b1 - b0 + 1;
+        for (int lane = la; lane < lb; ++lane) {
+          const float* sl = s.data() + static_cast<std::size_t>(lane) * static_cast<std::size_t>(chunk) + (b0 - c0);
+          float* pl = pr.data() + static_cast<std::size_t>(lane) * static_cast<std::size_t>(chunk);
+          const std::size_t si = st_index(lane, pi);
+          float* acc = acc_ptr(lane, pi);
+          const float m_old = m_st[si];
+          const float m_new = max_scores(sl, nk, m_old);
+          const float m_scaled = m_new * c_log2;
+          const float alpha = std::exp2(m_old * c_log2 - m_scaled);  // 0 on the first block
+          float l = l_st[si] * alpha;
+          for (int d = 0; d < hd; ++d) acc[d] *= alpha;
+          for (int j = 0; j < nk; ++j) pl[j] = std::fma(sl[j], c_log2, -m_scaled);
+          for (int j = 0; j < nk; ++j) pl[j] = std::exp2(pl[j]);
+          for (int j = 0; j < nk; ++j) l += pl[j];
+          switch (p_round) {
+            case PRound::none: break;
+            case PRound::e4m3:
+              for (int j = 0; j < nk; ++j) pl[j] = num::round_e4m3_sat(pl[j]);
+              break;
+            case PRound::bf16:
+              for (int j = 0; j < nk; ++j) pl[j] = num::round_bf16(pl[j]);
+              break;
+            case PRound::fp16:
+              for (int j = 0; j < nk; ++j) pl[j] = num::round_fp16(pl[j]);
+              break;
+          }
+          l_st[si] = l;
+          m_st[si] = m_new;
+        }
+        const float* pp[kLaneChunk];
+        float* ap[kLaneChunk];
+        for (int c = la; c < lb; c += kLaneChunk) {
+          const int nl = std::min(kLaneChunk, lb - c);
+          for (int i = 0; i < nl; ++i) {
+            pp[i] = pr.data() + static_cast<std::size_t>(c + i) * static_cast<std::size_t>(chunk);
+            ap[i] = acc_ptr(c + i, pi);
+          }
+          by_lanes<PvF>(nl, pp, V, g * hd, hd, b0, b1, ap);
+        }
+      };
+      // Partitions, then chunks of whole blocks, then blocks. Active rows: pos0 + r >= the first key.
+      // Rows whose causal end falls inside the range have their own end (one row's lanes at a time);
+      // the rest share it.
+      auto for_rows = [&](int k0, int kend, auto&& fn) {
+        for (int r = std::max(r0, k0 - pos0); r <= r1; ++r) {
+          const int last = pos0 + r;
+          if (last >= kend) {
+            fn((r - r0) * group, lanes, kend);
+            break;
+          }
+          fn((r - r0) * group, (r - r0 + 1) * group, last);
+        }
+      };
+      int pi = 0;
+      for (int p0 = 0;; ++pi) {
+        const int p1 = static_cast<int>(std::min<long long>(static_cast<long long>(p0) + partition - 1, last_max));
+        for (int c0 = p0; c0 <= p1; c0 += chunk) {
+          const int cend = static_cast<int>(std::min<long long>(static_cast<long long>(c0) + chunk - 1, p1));
+          for_rows(c0, cend, [&](int la, int lb, int e) { scores(la, lb, c0, e); });
+          for (int b0 = c0; b0 <= cend; b0 += block) {
+            const int bfull = static_cast<int>(std::min<long long>(static_cast<long long>(b0) + block - 1, cend));
+            for_rows(b0, bfull, [&](int la, int lb, int e) { softmax_pv(la, lb, pi, c0, b0, e); });
+          }
+        }
+        if (partition > last_max - p0) break;
+        p0 += partition;
+      }
+      for (int lane = 0; lane < lanes; ++lane) {
+        const int r = lane_row(lane), h = lane_head(lane);
+        const int last = pos0 + r;
+        const int np = last / partition + 1;
+        float* o = out.row(r).data() + h * hd;
+        if (np == 1) {
+          const std::size_t si = st_index(lane, 0);
+          const float* acc = acc_ptr(lane, 0);
+          const float inv = 1.0f / l_st[si];
+          for (int d = 0; d < hd; ++d) o[d] = round_act(acc[d] * inv * vs);
+        } else {
+          // Split-KV combine: o_i = acc_i / l_i, lse_i = m_i*c + log2(l_i) (log2 domain), weights
+          // exp2(lse_i - lse) in fp32, outputs summed in partition order.
+          float lse_max = -std::numeric_limits<float>::infinity();
+          lse.resize(static_cast<std::size_t>(np));
+          for (int i = 0; i < np; ++i) {
+            const std::size_t si = st_index(lane, i);
+            lse[static_cast<std::size_t>(i)] = m_st[si] * c_log2 + std::log2(l_st[si]);
+            lse_max = std::max(lse_max, lse[static_cast<std::size_t>(i)]);
+          }
+          float sum = 0.0f;
+          for (float x : lse) sum += std::exp2(x - lse_max);
+          const float lse_all = lse_max + std::log2(sum);
+          for (int d = 0; d < hd; ++d) {
+            float acc = 0.0f;
+            for (int i = 0; i < np; ++i)
+              acc = std::fma(std::exp2(lse[static_cast<std::size_t>(i)] - lse_all),
+                             acc_ptr(lane, i)[d] / l_st[st_index(lane, i)], acc);
+            o[d] = round_act(acc * vs);
+          }
         }
       }
     }

@@ -3,9 +3,11 @@
 // attn_block; each score a sequential fp32 fma chain over head_dim from +0; per block the running max,
 // alpha = exp2(m_old*c - m_new*c) rescaling l and every acc[d], p = exp2(fma(s, c, -m_new*c)),
 // l += p in key order, P rounded to the act dtype when attn_p_round, acc[d] = fma(p, v[d], acc[d]) in
-// key order; out = round_act(acc[d] * (1/l)). The fast kernel (transposed keys, register-resident
-// P.V, interleaved rows across threads) must give the same bits for every head size (vector widths,
-// tails), block size, prefill and decode, and thread count.
+// key order; out = round_act(acc[d] * (1/l)); split-KV partitions merged through their log-sum-exp.
+// The fast kernel (transposed keys, tiles of rows and the heads of a KV group walking the key blocks
+// together, register-resident scores and P.V, interleaved tiles across threads) must give the same
+// bits for every head size (vector widths, tails), block size, partition, GQA group, tile shape,
+// prefill, chunked prefill and decode, and thread count.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -33,41 +35,71 @@ Mat random_bf16(int rows, int cols, unsigned seed) {
   return m;
 }
 
-// out rows for q rows at positions pos0.. against keys/values 0..pos0+r (bf16 KV, no split).
+// out rows for q rows at positions pos0.. against keys/values 0..pos0+r (bf16 KV). split_kv: each
+// partition of split_kv_partition positions runs its own online softmax, and the partitions merge
+// through their log-sum-exp (lse_i = m_i*c + log2(l_i), weights exp2(lse_i - lse), summed in
+// partition order with fma over acc_i/l_i).
 Mat naive_attention(const rlp::ModelSpec& sp, const rlp::PathStyle& st, const Mat& K, const Mat& V, const Mat& q,
                     int pos0) {
   const int hd = sp.head_dim, group = sp.heads / sp.kv_heads, block = st.attn_block;
+  const int partition = st.attention == rlp::AttentionKind::split_kv ? st.split_kv_partition : 1 << 30;
   const float c = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))) * std::numbers::log2e_v<float>;
   Mat out(q.rows(), sp.heads * hd);
   for (int r = 0; r < q.rows(); ++r)
     for (int h = 0; h < sp.heads; ++h) {
       const int g = h / group, last = pos0 + r;
-      float m = -std::numeric_limits<float>::infinity(), l = 0.0f;
-      std::vector<float> acc(static_cast<size_t>(hd), 0.0f);
-      for (int b0 = 0; b0 <= last; b0 += block) {
-        const int b1 = std::min(b0 + block - 1, last);
-        std::vector<float> s;
-        float m_new = m;
-        for (int j = b0; j <= b1; ++j) {
-          float dot = 0.0f;
-          for (int d = 0; d < hd; ++d) dot = std::fma(q(r, h * hd + d), K(j, g * hd + d), dot);
-          s.push_back(dot);
-          m_new = std::max(m_new, dot);
+      std::vector<float> ms, ls;
+      std::vector<std::vector<float>> accs;
+      for (int p0 = 0; p0 <= last; p0 += partition) {
+        const int p1 = std::min(p0 + partition - 1, last);
+        float m = -std::numeric_limits<float>::infinity(), l = 0.0f;
+        std::vector<float> acc(static_cast<size_t>(hd), 0.0f);
+        for (int b0 = p0; b0 <= p1; b0 += block) {
+          const int b1 = std::min(b0 + block - 1, p1);
+          std::vector<float> s;
+          float m_new = m;
+          for (int j = b0; j <= b1; ++j) {
+            float dot = 0.0f;
+            for (int d = 0; d < hd; ++d) dot = std::fma(q(r, h * hd + d), K(j, g * hd + d), dot);
+            s.push_back(dot);
+            m_new = std::max(m_new, dot);
+          }
+          const float mc = m_new * c;
+          const float alpha = std::exp2(m * c - mc);
+          l *= alpha;
+          for (float& a : acc) a *= alpha;
+          for (int j = b0; j <= b1; ++j) {
+            const float p = std::exp2(std::fma(s[static_cast<size_t>(j - b0)], c, -mc));
+            l += p;
+            const float pr = st.attn_p_round ? rlp::num::round_bf16(p) : p;
+            for (int d = 0; d < hd; ++d) acc[static_cast<size_t>(d)] = std::fma(pr, V(j, g * hd + d), acc[static_cast<size_t>(d)]);
+          }
+          m = m_new;
         }
-        const float ms = m_new * c;
-        const float alpha = std::exp2(m * c - ms);
-        l *= alpha;
-        for (float& a : acc) a *= alpha;
-        for (int j = b0; j <= b1; ++j) {
-          const float p = std::exp2(std::fma(s[static_cast<size_t>(j - b0)], c, -ms));
-          l += p;
-          const float pr = st.attn_p_round ? rlp::num::round_bf16(p) : p;
-          for (int d = 0; d < hd; ++d) acc[static_cast<size_t>(d)] = std::fma(pr, V(j, g * hd + d), acc[static_cast<size_t>(d)]);
-        }
-        m = m_new;
+        ms.push_back(m);
+        ls.push_back(l);
+        accs.push_back(acc);
       }
-      const float inv = 1.0f / l;
-      for (int d = 0; d < hd; ++d) out(r, h * hd + d) = rlp::num::round_bf16(acc[static_cast<size_t>(d)] * inv * 1.0f);
+      if (ms.size() == 1) {
+        const float inv = 1.0f / ls[0];
+        for (int d = 0; d < hd; ++d) out(r, h * hd + d) = rlp::num::round_bf16(accs[0][static_cast<size_t>(d)] * inv * 1.0f);
+      } else {
+        std::vector<float> lse;
+        float lse_max = -std::numeric_limits<float>::infinity();
+        for (size_t i = 0; i < ms.size(); ++i) {
+          lse.push_back(ms[i] * c + std::log2(ls[i]));
+          lse_max = std::max(lse_max, lse.back());
+        }
+        float sum = 0.0f;
+        for (const float x : lse) sum += std::exp2(x - lse_max);
+        const float lse_all = lse_max + std::log2(sum);
+        for (int d = 0; d < hd; ++d) {
+          float acc = 0.0f;
+          for (size_t i = 0; i < ms.size(); ++i)
+            acc = std::fma(std::exp2(lse[i] - lse_all), accs[i][static_cast<size_t>(d)] / ls[i], acc);
+          out(r, h * hd + d) = rlp::num::round_bf16(acc * 1.0f);
+        }
+      }
     }
   return out;
 }
@@ -126,6 +158,67 @@ TEST(AttentionOrder, FastKernelMatchesNaiveStatedOrder) {
             expect_same_bits(orow, naive_attention(sp, st, k, v, q.middleRows(r, 1), r), what + " decode");
           }
         }
+  rlp::set_thread_count(0);
+}
+
+// The kernel walks tiles of consecutive rows and the heads of one KV group together: tiles that do
+// not divide the rows, rows of a tile ending in different key blocks and partitions, split-KV
+// partitions that cut blocks, chunked prefill after a cached prefix (pos0 > 0, several rows), and
+// KV groups of 1, 2 and 4 heads must all keep each row's own order.
+TEST(AttentionOrder, TiledRowsSplitKvAndGroupsMatchNaive) {
+  struct Case {
+    int hd, heads, kv_heads, block, partition;  // partition 0: flash
+  };
+  const Case cases[] = {{16, 4, 4, 5, 0},   {24, 4, 2, 16, 0},  {64, 8, 2, 7, 0},   {16, 4, 1, 16, 24},
+                        {8, 4, 2, 5, 13},   {40, 4, 2, 1, 3},   {64, 4, 2, 16, 64}, {136, 2, 1, 32, 50},
+                        {24, 6, 2, 128, 0}, {16, 4, 2, 3, 1}};
+  for (const Case& cs : cases)
+    for (const bool p_round : {false, true})
+      for (const int threads : {1, 2}) {
+        const std::string what = "hd=" + std::to_string(cs.hd) + " heads=" + std::to_string(cs.heads) + "/" +
+                                 std::to_string(cs.kv_heads) + " block=" + std::to_string(cs.block) +
+                                 " partition=" + std::to_string(cs.partition) + " p_round=" + std::to_string(p_round) +
+                                 " threads=" + std::to_string(threads);
+        rlp::set_thread_count(threads);
+        rlp::ModelSpec sp;
+        sp.hidden = cs.heads * cs.hd;
+        sp.intermediate = 8;
+        sp.layers = 1;
+        sp.heads = cs.heads;
+        sp.kv_heads = cs.kv_heads;
+        sp.head_dim = cs.hd;
+        sp.vocab = 8;
+        sp.max_positions = 256;
+        const rlp::PreparedWeights w;
+        rlp::PathStyle st = rlp::default_training_style();
+        st.attn_block = cs.block;
+        st.attn_p_round = p_round;
+        st.attention = cs.partition > 0 ? rlp::AttentionKind::split_kv : rlp::AttentionKind::flash;
+        st.split_kv_partition = cs.partition > 0 ? cs.partition : 512;
+        st.kv_cache = rlp::KvCacheDtype::bf16;
+        st.act = rlp::ActDtype::bf16;
+        const EmulatedOps ops(sp, w, st);
+        const int T = 93, width = sp.kv_heads * cs.hd;
+        const unsigned seed = 7u * static_cast<unsigned>(cs.hd + cs.block + cs.partition);
+        const Mat q = random_bf16(T, sp.heads * cs.hd, seed + 1);
+        const Mat k = random_bf16(T, width, seed + 2);
+        const Mat v = random_bf16(T, width, seed + 3);
+        const Mat ref = naive_attention(sp, st, k, v, q, 0);
+        auto cache = ops.new_cache(T);
+        Mat out;
+        ops.attention(0, q, k, v, 0, cache, out);
+        expect_same_bits(out, ref, what + " one call");
+        // Chunks of several rows after a cached prefix, then decode rows.
+        auto cache2 = ops.new_cache(T);
+        int r0 = 0;
+        for (const int len : {11, 37, 19, 1, 22, 1, 1, 1}) {
+          Mat o;
+          ops.attention(0, q.middleRows(r0, len), k.middleRows(r0, len), v.middleRows(r0, len), r0, cache2, o);
+          expect_same_bits(o, ref.middleRows(r0, len), what + " chunk at " + std::to_string(r0));
+          r0 += len;
+        }
+        ASSERT_EQ(r0, T);
+      }
   rlp::set_thread_count(0);
 }
 
