@@ -17,6 +17,13 @@
 
 namespace rlp {
 
+namespace {
+// Parallel chunks of the row-wise and element-wise ops: small enough that a long teacher-forced
+// sequence spreads over the threads, large enough that a decode step (a few rows) stays on one.
+constexpr std::size_t kRowGrain = 32;
+constexpr std::size_t kElemGrain = std::size_t{1} << 15;
+}  // namespace
+
 EmulatedOps::EmulatedOps(const ModelSpec& spec, const PreparedWeights& weights, const PathStyle& style,
                          const KvScales* kv_scales)
     : spec_(spec), w_(weights), style_(style) {
@@ -71,8 +78,10 @@ void EmulatedOps::add_norm(Mat& resid, const Mat* delta, int layer, NormSlot slo
                    : slot == NormSlot::input ? w_.layers[static_cast<std::size_t>(layer)].input_norm.data()
                                              : w_.layers[static_cast<std::size_t>(layer)].post_norm.data();
   out.resize(resid.rows(), H);
+  // Rows are independent: spread over threads (a long teacher-forced pass is one sequence).
+  parallel_for(static_cast<std::size_t>(resid.rows()), kRowGrain, [&](std::size_t r0, std::size_t r1) {
   std::vector<float> z(static_cast<std::size_t>(H));
-  for (int r = 0; r < resid.rows(); ++r) {
+  for (Eigen::Index r = static_cast<Eigen::Index>(r0); r < static_cast<Eigen::Index>(r1); ++r) {
     float* res = resid.row(r).data();
     for (int i = 0; i < H; ++i) z[static_cast<std::size_t>(i)] = delta ? res[i] + (*delta)(r, i) : res[i];
     // The residual stream keeps the act dtype unless the path keeps it in fp32 (Megatron's
@@ -84,14 +93,17 @@ void EmulatedOps::add_norm(Mat& resid, const Mat* delta, int layer, NormSlot slo
     const float* var_src = style_.norm == NormKind::fused_add ? z.data() : res;
     rms_norm_row(var_src, res, w, H, out.row(r).data());
   }
+  });
 }
 
 void EmulatedOps::residual_sum(const Mat& resid, const Mat& delta, Mat& out) const {
   out.resize(resid.rows(), resid.cols());
-  for (Eigen::Index i = 0; i < resid.size(); ++i) {
-    const float z = resid.data()[i] + delta.data()[i];
-    out.data()[i] = style_.residual == ResidualDtype::act ? round_act(z) : z;
-  }
+  parallel_for(static_cast<std::size_t>(resid.size()), kElemGrain, [&](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) {
+      const float z = resid.data()[i] + delta.data()[i];
+      out.data()[i] = style_.residual == ResidualDtype::act ? round_act(z) : z;
+    }
+  });
 }
 
 void EmulatedOps::gemm(const Mat& x, const PreparedLinear& lin, Mat& y, bool out_fp32, bool decode_step) const {
@@ -114,8 +126,10 @@ void EmulatedOps::gemm(const Mat& x, const PreparedLinear& lin, Mat& y, bool out
   }
   if (!lin.bias.empty()) {
     // Bias added in the fp32 epilogue, one rounding to the act dtype.
-    for (int r = 0; r < n; ++r)
-      for (int c = 0; c < lin.out; ++c) y(r, c) = round_act(y(r, c) + lin.bias[static_cast<std::size_t>(c)]);
+    parallel_for(static_cast<std::size_t>(n), kRowGrain, [&](std::size_t r0, std::size_t r1) {
+      for (Eigen::Index r = static_cast<Eigen::Index>(r0); r < static_cast<Eigen::Index>(r1); ++r)
+        for (int c = 0; c < lin.out; ++c) y(r, c) = round_act(y(r, c) + lin.bias[static_cast<std::size_t>(c)]);
+    });
   }
 }
 
@@ -127,17 +141,20 @@ void EmulatedOps::head_norm(Mat& x, int layer, Proj which) const {
   const int hd = spec_.head_dim;
   const auto& L = w_.layers[static_cast<std::size_t>(layer)];
   const float* w = which == Proj::q ? L.q_norm.data() : L.k_norm.data();
-  std::vector<float> tmp(static_cast<std::size_t>(hd));
-  for (int r = 0; r < x.rows(); ++r)
-    for (int h = 0; h < x.cols() / hd; ++h) {
-      float* seg = x.row(r).data() + h * hd;
-      rms_norm_row(seg, seg, w, hd, tmp.data());
-      std::copy(tmp.begin(), tmp.end(), seg);
-    }
+  parallel_for(static_cast<std::size_t>(x.rows()), kRowGrain, [&](std::size_t r0, std::size_t r1) {
+    std::vector<float> tmp(static_cast<std::size_t>(hd));
+    for (Eigen::Index r = static_cast<Eigen::Index>(r0); r < static_cast<Eigen::Index>(r1); ++r)
+      for (int h = 0; h < x.cols() / hd; ++h) {
+        float* seg = x.row(r).data() + h * hd;
+        rms_norm_row(seg, seg, w, hd, tmp.data());
+        std::copy(tmp.begin(), tmp.end(), seg);
+      }
+  });
 }
 
 void EmulatedOps::rope(Mat& q, Mat& k, const int* positions) const {
   const int hd = spec_.head_dim, half = hd / 2;
+  parallel_for(static_cast<std::size_t>(q.rows()), kRowGrain, [&](std::size_t r0, std::size_t r1) {
   std::vector<float> cs(static_cast<std::size_t>(half)), sn(static_cast<std::size_t>(half));
   auto rotate = [&](Mat& m, int r) {
     for (int h = 0; h < m.cols() / hd; ++h) {
@@ -156,7 +173,7 @@ void EmulatedOps::rope(Mat& q, Mat& k, const int* positions) const {
       }
     }
   };
-  for (int r = 0; r < q.rows(); ++r) {
+  for (int r = static_cast<int>(r0); r < static_cast<int>(r1); ++r) {
     const float pos = static_cast<float>(positions[r]);
     for (int i = 0; i < half; ++i) {
       // freqs = pos * inv_freq in fp32 (HF/vLLM build the table this way), cos/sin of that float.
@@ -173,6 +190,7 @@ void EmulatedOps::rope(Mat& q, Mat& k, const int* positions) const {
     rotate(q, r);
     rotate(k, r);
   }
+  });
 }
 
 namespace {
@@ -576,13 +594,15 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
 
 void EmulatedOps::silu_mul(const Mat& gate, const Mat& up, Mat& out) const {
   out.resize(gate.rows(), gate.cols());
-  for (Eigen::Index i = 0; i < gate.size(); ++i) {
-    const float g = gate.data()[i], u = up.data()[i];
-    const float silu = g / (1.0f + std::exp(-g));
-    // vLLM's silu_and_mul: one fp32 expression, one rounding; HF/Megatron: act_fn(gate) is a
-    // separate bf16 tensor, then the product rounds again.
-    out.data()[i] = style_.mlp_fused ? round_act(silu * u) : round_act(round_act(silu) * u);
-  }
+  parallel_for(static_cast<std::size_t>(gate.size()), kElemGrain, [&](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) {
+      const float g = gate.data()[i], u = up.data()[i];
+      const float silu = g / (1.0f + std::exp(-g));
+      // vLLM's silu_and_mul: one fp32 expression, one rounding; HF/Megatron: act_fn(gate) is a
+      // separate bf16 tensor, then the product rounds again.
+      out.data()[i] = style_.mlp_fused ? round_act(silu * u) : round_act(round_act(silu) * u);
+    }
+  });
 }
 
 void EmulatedOps::logprobs(const Mat& xn, Mat& out, bool decode_step) const {
