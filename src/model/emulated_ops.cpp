@@ -13,6 +13,7 @@
 #include "rlparity/numerics/formats.hpp"
 #include "rlparity/numerics/quantize.hpp"
 #include "rlparity/util/error.hpp"
+#include "rlparity/numerics/exp2.hpp"
 #include "rlparity/util/parallel.hpp"
 
 namespace rlp {
@@ -497,11 +498,11 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
           const float m_old = m_st[si];
           const float m_new = max_scores(sl, nk, m_old);
           const float m_scaled = m_new * c_log2;
-          const float alpha = std::exp2(m_old * c_log2 - m_scaled);  // 0 on the first block
+          const float alpha = num::exp2_model(m_old * c_log2 - m_scaled);  // 0 on the first block
           float l = l_st[si] * alpha;
           for (int d = 0; d < hd; ++d) acc[d] *= alpha;
           for (int j = 0; j < nk; ++j) pl[j] = std::fma(sl[j], c_log2, -m_scaled);
-          for (int j = 0; j < nk; ++j) pl[j] = std::exp2(pl[j]);
+          num::exp2_model_inplace(pl, nk);
           for (int j = 0; j < nk; ++j) l += pl[j];
           switch (p_round) {
             case PRound::none: break;
@@ -577,12 +578,12 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
             lse_max = std::max(lse_max, lse[static_cast<std::size_t>(i)]);
           }
           float sum = 0.0f;
-          for (float x : lse) sum += std::exp2(x - lse_max);
+          for (float x : lse) sum += num::exp2_model(x - lse_max);
           const float lse_all = lse_max + std::log2(sum);
           for (int d = 0; d < hd; ++d) {
             float acc = 0.0f;
             for (int i = 0; i < np; ++i)
-              acc = std::fma(std::exp2(lse[static_cast<std::size_t>(i)] - lse_all),
+              acc = std::fma(num::exp2_model(lse[static_cast<std::size_t>(i)] - lse_all),
                              acc_ptr(lane, i)[d] / l_st[st_index(lane, i)], acc);
             o[d] = round_act(acc * vs);
           }
