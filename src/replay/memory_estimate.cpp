@@ -156,16 +156,23 @@ MemoryEstimate estimate_replay_memory(const ModelSpec& spec, const std::vector<I
   // A group's outputs are held together until its metrics are taken: every sequence's kept log-prob
   // rows and per-layer hidden states from the generation and training paths (float), the oracle's
   // hidden states and response-token log-probs (double); and a decode step advances the whole
-  // group, so all its KV caches are live at once.
-  const uint64_t group = std::min<uint64_t>(kReplayGroup, std::max<uint64_t>(1, inputs.size()));
+  // group, so all its KV caches are live at once. The group size follows the longest response
+  // (replay_group_size); when responses are still to be sampled they may come out shorter and the
+  // groups larger, so the bound takes the largest group and the row budget instead.
+  bool all_given = true;
+  for (const auto& in : inputs) all_given = all_given && in.has_response;
+  const uint64_t group = replay_group_size(spec, inputs.size(), longest_r);
+  const uint64_t group_hi = all_given ? group : std::min<uint64_t>(kReplayGroup, std::max<std::size_t>(1, inputs.size()));
+  const uint64_t rows_one = sat_mul(8, sat_mul(longest_r, u(spec.vocab)));
+  uint64_t group_bytes = sat_mul(group, rows_one);
+  if (!all_given) group_bytes = std::max(group_bytes, std::min(sat_mul(group_hi, rows_one), kGroupRowBytes));
   const uint64_t hidden_kept = sat_mul(L, sat_mul(longest_r, u(spec.hidden)));
-  const uint64_t kept = sat_add(sat_mul(longest_r, u(spec.vocab)), hidden_kept);
   const uint64_t kv_width = sat_mul(u(spec.kv_heads), u(spec.head_dim));
-  uint64_t group_bytes = sat_mul(sat_mul(group, kept), 8);
-  if (opt.oracle) group_bytes = sat_add(group_bytes, sat_mul(sat_mul(group, sat_add(hidden_kept, longest_r)), 8));
-  group_bytes = sat_add(group_bytes, sat_mul(sat_mul(group, 4), sat_mul(sat_mul(2, L), sat_mul(longest, kv_width))));
+  group_bytes = sat_add(group_bytes, sat_mul(sat_mul(group_hi, hidden_kept), 8));
+  if (opt.oracle) group_bytes = sat_add(group_bytes, sat_mul(sat_mul(group_hi, sat_add(hidden_kept, longest_r)), 8));
+  group_bytes = sat_add(group_bytes, sat_mul(sat_mul(group_hi, 4), sat_mul(sat_mul(2, L), sat_mul(longest, kv_width))));
   est.parts.emplace_back(fmt::format("one group of {} sequence(s): kept log-prob rows and hidden states of both paths "
-                                     "and the oracle's hidden states, decode KV caches", group),
+                                     "and the oracle's hidden states, decode KV caches", group_hi),
                          group_bytes);
 
   // The run's results: per-token metrics (8 doubles per recipe + oracle + engine), per-layer sums,

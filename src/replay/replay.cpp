@@ -23,6 +23,13 @@
 #include "rlparity/util/version.hpp"
 
 namespace rlp {
+
+std::size_t replay_group_size(const ModelSpec& spec, std::size_t sequences, uint64_t longest_response) {
+  const uint64_t per_seq = std::max<uint64_t>(1, 8 * std::max<uint64_t>(1, longest_response) *
+                                                     static_cast<uint64_t>(std::max(1, spec.vocab)));
+  const uint64_t fit = std::max<uint64_t>(1, kGroupRowBytes / per_seq);
+  return static_cast<std::size_t>(std::min<uint64_t>({kReplayGroup, fit, std::max<uint64_t>(1, sequences)}));
+}
 namespace {
 
 uint64_t splitmix64(uint64_t& state) {
@@ -230,8 +237,11 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
     gen_ops.push_back(make_runner(rc.gen));
     train_ops.push_back(make_runner(rc.train));
   }
-  for (std::size_t g0 = 0; g0 < S; g0 += kReplayGroup) {
-    const std::size_t g1 = std::min(S, g0 + kReplayGroup);
+  std::size_t longest_r = 1;
+  for (const auto& in : inputs) longest_r = std::max(longest_r, in.response.size());
+  const std::size_t group_size = replay_group_size(spec, S, longest_r);
+  for (std::size_t g0 = 0; g0 < S; g0 += group_size) {
+    const std::size_t g1 = std::min(S, g0 + group_size);
     std::vector<SeqTokens> group(g1 - g0);
     for (std::size_t i = g0; i < g1; ++i) {
       SeqTokens& st = group[i - g0];

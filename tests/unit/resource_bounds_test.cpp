@@ -143,16 +143,32 @@ TEST(MemoryEstimate, CountsEachWeightFormAndTheOracle) {
   EXPECT_GT(t8.total, t1.total);
   EXPECT_NE(t8.describe().find("8 worker(s)"), std::string::npos) << t8.describe();
   EXPECT_NE(t8.describe().find("total"), std::string::npos);
-  // A group (up to kReplayGroup = 16 sequences) keeps every sequence's log-prob rows: 2000 x vocab
-  // x (4 + 4) B each without the oracle, whatever the thread count.
+  // A group keeps every sequence's log-prob rows (R x vocab x (4 + 4) B without the oracle) for up
+  // to kReplayGroup = 16 sequences, fewer when their rows would pass kGroupRowBytes: 2000-token
+  // responses over Llama 3's 128256-token vocabulary (2.05 GB each) replay one at a time.
   ASSERT_EQ(rlp::kReplayGroup, 16u);
+  EXPECT_EQ(rlp::replay_group_size(s, 8, 2000), 1u);
+  EXPECT_EQ(rlp::replay_group_size(s, 20, 16), 16u);
+  EXPECT_EQ(rlp::replay_group_size(s, 3, 16), 3u);
+  EXPECT_EQ(rlp::replay_group_size(s, 20, 500), 4u);  // 513 MB each: 4 fit in 2 GiB
   const auto g1 = rlp::estimate_replay_memory(s, seqs(1, 2000, 2000), o, 1);
-  EXPECT_DOUBLE_EQ(part(t1, "one group of 8"), 8 * part(g1, "one group of 1"));
+  EXPECT_DOUBLE_EQ(part(t1, "one group of 1"), part(g1, "one group of 1"));
   EXPECT_GT(part(g1, "one group of 1"), 2000.0 * 128256 * 8);
-  const auto many = rlp::estimate_replay_memory(s, seqs(20, 2000, 2000), o, 1);
-  const auto sixteen = rlp::estimate_replay_memory(s, seqs(16, 2000, 2000), o, 1);
-  EXPECT_DOUBLE_EQ(part(many, "one group of 16"), part(sixteen, "one group of 16"));
-  EXPECT_DOUBLE_EQ(part(sixteen, "one group of 16"), 16 * part(g1, "one group of 1"));
+  const auto short1 = rlp::estimate_replay_memory(s, seqs(1, 16, 16), o, 1);
+  const auto short20 = rlp::estimate_replay_memory(s, seqs(20, 16, 16), o, 1);
+  EXPECT_DOUBLE_EQ(part(short20, "one group of 16"), 16 * part(short1, "one group of 1"));
+  // Responses still to be sampled may come out shorter and form larger groups: the bound covers it.
+  auto unsampled = seqs(20, 16, 500);
+  for (auto& in : unsampled) {
+    in.response.clear();
+    in.has_response = false;
+  }
+  rlp::ReplayOptions os = o;
+  os.max_new_tokens = 500;
+  const auto given = rlp::estimate_replay_memory(s, seqs(20, 16, 500), o, 1);
+  const auto sampled = rlp::estimate_replay_memory(s, unsampled, os, 1);
+  EXPECT_DOUBLE_EQ(part(given, "one group of 4"), 4 * part(rlp::estimate_replay_memory(s, seqs(1, 16, 500), o, 1), "one group of 1"));
+  EXPECT_GE(part(sampled, "one group of 16"), static_cast<double>(rlp::kGroupRowBytes));
   // The oracle keeps its hidden states and one log-prob per token (double), not full rows.
   o.oracle = true;
   const auto g1o = rlp::estimate_replay_memory(s, seqs(1, 2000, 2000), o, 1);

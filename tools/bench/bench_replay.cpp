@@ -103,7 +103,8 @@ double prepared_weight_bytes(const rlp::MemoryEstimate& e) {
 double kv_cache_bytes(const rlp::ModelSpec& sp, const Args& a, int threads) {
   const double per_token = 2.0 * sp.layers * static_cast<double>(sp.kv_heads) * sp.head_dim;
   const double n = a.prompt + a.response;
-  const double group = static_cast<double>(std::min<std::size_t>(rlp::kReplayGroup, static_cast<std::size_t>(a.sequences)));
+  const double group = static_cast<double>(
+      rlp::replay_group_size(sp, static_cast<std::size_t>(a.sequences), static_cast<uint64_t>(a.response)));
   const double workers = std::min(threads, a.sequences);
   return per_token * n * std::max(group * 4.0, workers * (a.oracle ? 8.0 : 4.0));
 }

@@ -21,8 +21,13 @@ enum class KvScaleMethod { nemo, vllm };
 
 // Sequences replayed together: each emulated path keeps R x vocab log-prob rows per sequence of the
 // group (memory), and a group's decode steps share one pass over the weights (speed: a decode GEMM
-// of 16 rows runs 16-lane vectors, measured ~1/3 cheaper per row than 8; bench_numerics).
+// of 16 rows runs 16-lane vectors, measured ~1/3 cheaper per row than 8; bench_numerics). At most
+// kReplayGroup sequences, fewer when the two paths' kept rows (8 B x R x vocab per sequence) would
+// pass kGroupRowBytes: long responses over a large vocabulary replay in smaller groups. Grouping
+// never changes results.
 inline constexpr std::size_t kReplayGroup = 16;
+inline constexpr uint64_t kGroupRowBytes = uint64_t{2} << 30;
+std::size_t replay_group_size(const ModelSpec& spec, std::size_t sequences, uint64_t longest_response);
 
 struct ReplayOptions {
   std::vector<std::string> recipes{"bf16", "fp8-gen", "fp8-e2e"};
