@@ -192,7 +192,7 @@ TEST(NumericsGemm, WidenHalf16EveryPattern) {
 
 // fp16 weights held as bits give the same GEMM bits as the same values held as floats.
 TEST(NumericsGemm, F32AccFp16BitsEqualFloatWeights) {
-  for (const int M : {13, 4}) {
+  for (const int M : {40, 13, 4}) {  // packed kernel, 16 lanes, 8 lanes
     const int N = 29, K = 333;
     std::vector<float> X = random_bf16(M * K, 5), W = random_bf16(N * K, 6);
     std::vector<uint16_t> W16(W.size());
