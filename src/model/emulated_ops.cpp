@@ -242,25 +242,27 @@ void key_dots(const float* q, const EmulatedOps::Mat& Kt, int col0, int hd, int 
   }
 }
 
-// key_dots for L lanes and the NJ vectors of keys from j0: every score's chain over d stays in a
-// register from +0 to the end, fma(q[d], k[d], s) in order, as in key_dots.
-template <int L, int NJ>
-void key_dots_block(const float* const* q, const float* kt0, std::ptrdiff_t ld, int hd, int j0, float* const* s,
-                    int soff) {
-  PvVec acc[L][NJ];
+// The attention micro-kernel, for L lanes and NV vectors of outputs each:
+//   out[l][off + i] = fma(a[l][t], b[t * ldb + i], out[l][off + i]) for t = 0..nt-1 in order,
+// from +0 (FromZero) or from out's values. Every output keeps its one fma chain in a register, and
+// each row of b loaded serves all L lanes. Scores: a = q, b = K^T (t = d), out = s. P.V: a = P,
+// b = V (t = key), out = acc.
+template <int L, int NV, bool FromZero>
+void lane_fma_chains(const float* const* a, const float* b, std::ptrdiff_t ldb, int nt, float* const* out, int off) {
+  PvVec acc[L][NV];
   for (int l = 0; l < L; ++l)
-    for (int v = 0; v < NJ; ++v) acc[l][v] = pv_zero();
-  for (int d = 0; d < hd; ++d) {
-    const float* kr = kt0 + static_cast<std::ptrdiff_t>(d) * ld + j0;
-    PvVec kv[NJ];
-    for (int v = 0; v < NJ; ++v) kv[v] = pv_load(kr + v * kPvLanes);
+    for (int v = 0; v < NV; ++v) acc[l][v] = FromZero ? pv_zero() : pv_load(out[l] + off + v * kPvLanes);
+  for (int t = 0; t < nt; ++t) {
+    const float* br = b + static_cast<std::ptrdiff_t>(t) * ldb;
+    PvVec bv[NV];
+    for (int v = 0; v < NV; ++v) bv[v] = pv_load(br + v * kPvLanes);
     for (int l = 0; l < L; ++l) {
-      const PvVec qb = pv_set1(q[l][d]);
-      for (int v = 0; v < NJ; ++v) acc[l][v] = pv_fmav(qb, kv[v], acc[l][v]);
+      const PvVec at = pv_set1(a[l][t]);
+      for (int v = 0; v < NV; ++v) acc[l][v] = pv_fmav(at, bv[v], acc[l][v]);
     }
   }
   for (int l = 0; l < L; ++l)
-    for (int v = 0; v < NJ; ++v) pv_store(s[l] + soff + v * kPvLanes, acc[l][v]);
+    for (int v = 0; v < NV; ++v) pv_store(out[l] + off + v * kPvLanes, acc[l][v]);
 }
 
 template <int L>
@@ -270,40 +272,23 @@ void key_dots_lanes(const float* const* q, const EmulatedOps::Mat& Kt, int col0,
   const std::ptrdiff_t ld = Kt.cols();
   const float* kt0 = Kt.data() + static_cast<std::ptrdiff_t>(col0) * ld;
   int j = 0;
-  for (; j + 4 * kPvLanes <= nk; j += 4 * kPvLanes) key_dots_block<L, 4>(q, kt0, ld, hd, b0 + j, s, j);
-  for (; j + kPvLanes <= nk; j += kPvLanes) key_dots_block<L, 1>(q, kt0, ld, hd, b0 + j, s, j);
+  for (; j + 4 * kPvLanes <= nk; j += 4 * kPvLanes) lane_fma_chains<L, 4, true>(q, kt0 + b0 + j, ld, hd, s, j);
+  for (; j + kPvLanes <= nk; j += kPvLanes) lane_fma_chains<L, 1, true>(q, kt0 + b0 + j, ld, hd, s, j);
   if (j < nk)
     for (int l = 0; l < L; ++l) key_dots(q[l], Kt, col0, hd, b0 + j, b1, s[l] + j);
 }
 
 // acc[d] = fma(p[j], V[j][col0 + d], acc[d]) for keys j = b0..b1 in order, for every d and each of
-// L lanes. NV vectors of dimensions per lane stay in registers across the keys (independent
-// chains); per d the order over keys is unchanged.
-template <int L, int NV>
-void accumulate_pv_vectors(const float* const* p, const EmulatedOps::Mat& V, int col, int b0, int b1,
-                           float* const* acc, int doff) {
-  PvVec a[L][NV];
-  for (int l = 0; l < L; ++l)
-    for (int v = 0; v < NV; ++v) a[l][v] = pv_load(acc[l] + doff + v * kPvLanes);
-  for (int j = b0; j <= b1; ++j) {
-    const float* vr = V.row(j).data() + col;
-    PvVec vv[NV];
-    for (int v = 0; v < NV; ++v) vv[v] = pv_load(vr + v * kPvLanes);
-    for (int l = 0; l < L; ++l) {
-      const PvVec pj = pv_set1(p[l][j - b0]);
-      for (int v = 0; v < NV; ++v) a[l][v] = pv_fmav(pj, vv[v], a[l][v]);
-    }
-  }
-  for (int l = 0; l < L; ++l)
-    for (int v = 0; v < NV; ++v) pv_store(acc[l] + doff + v * kPvLanes, a[l][v]);
-}
-
+// L lanes; up to four vectors of dimensions per lane in registers (lane_fma_chains), the rest scalar.
 template <int L>
 void accumulate_pv(const float* const* p, const EmulatedOps::Mat& V, int col0, int hd, int b0, int b1,
                    float* const* acc) {
+  const std::ptrdiff_t ldv = V.cols();
+  const float* v0 = V.data() + static_cast<std::ptrdiff_t>(b0) * ldv + col0;
+  const int nk = b1 - b0 + 1;
   int d0 = 0;
-  for (; d0 + 4 * kPvLanes <= hd; d0 += 4 * kPvLanes) accumulate_pv_vectors<L, 4>(p, V, col0 + d0, b0, b1, acc, d0);
-  for (; d0 + kPvLanes <= hd; d0 += kPvLanes) accumulate_pv_vectors<L, 1>(p, V, col0 + d0, b0, b1, acc, d0);
+  for (; d0 + 4 * kPvLanes <= hd; d0 += 4 * kPvLanes) lane_fma_chains<L, 4, false>(p, v0 + d0, ldv, nk, acc, d0);
+  for (; d0 + kPvLanes <= hd; d0 += kPvLanes) lane_fma_chains<L, 1, false>(p, v0 + d0, ldv, nk, acc, d0);
   if (d0 < hd)
     for (int l = 0; l < L; ++l)
       for (int j = b0; j <= b1; ++j) {
@@ -580,11 +565,11 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
           float sum = 0.0f;
           for (float x : lse) sum += num::exp2_model(x - lse_max);
           const float lse_all = lse_max + std::log2(sum);
+          for (float& x : lse) x = num::exp2_model(x - lse_all);  // now each partition's weight
           for (int d = 0; d < hd; ++d) {
             float acc = 0.0f;
             for (int i = 0; i < np; ++i)
-              acc = std::fma(num::exp2_model(lse[static_cast<std::size_t>(i)] - lse_all),
-                             acc_ptr(lane, i)[d] / l_st[st_index(lane, i)], acc);
+              acc = std::fma(lse[static_cast<std::size_t>(i)], acc_ptr(lane, i)[d] / l_st[st_index(lane, i)], acc);
             o[d] = round_act(acc * vs);
           }
         }

@@ -103,14 +103,6 @@ void pack_panels(int r0, int nrows, int kc, float* dst, Get get) {
   }
 }
 
-template <int P>
-void pack_f32(const float* A, int ld, int r0, int nrows, int k0, int kc, float* dst) {
-  pack_panels<P>(r0, nrows, kc, dst, [&](int r, float* d, int n) {
-    const float* s = A + static_cast<size_t>(r) * static_cast<size_t>(ld) + static_cast<size_t>(k0);
-    for (int k = 0; k < n; ++k) d[k * P] = s[k];
-  });
-}
-
 // Asks for the cache lines of [p, p + bytes) ahead of use: decode steps stream every weight once, and
 // a kernel that widens a slice before its fma chains would otherwise wait for each miss in turn.
 inline void prefetch_bytes(const void* p, int bytes) {
@@ -152,21 +144,9 @@ struct Fp8Decoder {
   }
 };
 
-// As pack_rows, for fp8 codes (ld = K): packs [k0, k0 + kc) and prefetches the next slice.
-template <int P>
-void pack_fp8(const uint8_t* A, int ld, const Fp8Decoder& decode, int r0, int nrows, int k0, int kc, float* dst) {
-  float row[KC];  // kc <= KC (the caller checks the block width)
-  const int next = std::min(kc, ld - (k0 + kc));
-  pack_panels<P>(r0, nrows, kc, dst, [&](int r, float* d, int n) {
-    const uint8_t* a = A + static_cast<size_t>(r) * static_cast<size_t>(ld) + static_cast<size_t>(k0);
-    if (next > 0) prefetch_bytes(a + kc, next);
-    decode(a, n, row);
-    for (int k = 0; k < n; ++k) d[k * P] = row[k];
-  });
-}
-
-// Where the f32acc kernels read W's rows: floats in place, or 16-bit patterns widened into the
-// caller's buffer (len <= KC). Either way the kernels see the same float values.
+// Where the kernels read an operand's rows (row-major, K per row): floats in place, or 16-bit
+// patterns or fp8 codes decoded into the caller's buffer (len <= KC). Either way the kernels see
+// the same float values.
 struct F32Rows {
   const float* W;
   int K;
@@ -187,8 +167,20 @@ struct Half16Rows {
     prefetch_bytes(W + static_cast<size_t>(n) * static_cast<size_t>(K) + static_cast<size_t>(k0), len * 2);
   }
 };
+struct Fp8Rows {
+  const uint8_t* W;
+  int K;
+  const Fp8Decoder& decode;
+  const float* slice(int n, int k0, int len, float* buf) const {
+    decode(W + static_cast<size_t>(n) * static_cast<size_t>(K) + static_cast<size_t>(k0), len, buf);
+    return buf;
+  }
+  void prefetch(int n, int k0, int len) const {
+    prefetch_bytes(W + static_cast<size_t>(n) * static_cast<size_t>(K) + static_cast<size_t>(k0), len);
+  }
+};
 
-// Packs rows r0.. of W for [k0, k0 + kc) and prefetches each row's next KC-slice: a tile walks K
+// Packs rows r0.. of an operand for [k0, k0 + kc) and prefetches each row's next KC-slice: a tile walks K
 // slice by slice, and with a short run per row (a few cache lines) across hundreds of rows the
 // hardware prefetcher does not follow, so every row's first line would be a miss.
 template <int P, class Rows>
@@ -598,7 +590,7 @@ void gemm_f32acc_rows(const float* X, const Rows& W, float* Y, int M, int N, int
       for (const Seg& sg : segs) {
         const int kc = sg.k1 - sg.k0;
         float* xp = xr.at(nir, sg.k0);
-        if (pack_x) pack_f32<MR>(X, K, m0, mrows, sg.k0, kc, xp);
+        if (pack_x) pack_rows<MR>(F32Rows{X, K}, m0, mrows, sg.k0, kc, xp);
         pack_rows<NR>(W, n0, ncols, sg.k0, kc, b.wp.data());
         for (int jr = 0; jr < njr; ++jr)
           for (int ir = 0; ir < nir; ++ir)
@@ -733,8 +725,8 @@ void gemm_fp8_blockscaled(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, cons
         for (int s = split_begin(slices, S, r); s < split_begin(slices, S, r + 1); ++s) {
           const int k0 = s * B, kc = std::min(B, K - k0);
           float* xp = xr.at(nir, k0);
-          if (pack_x) pack_fp8<MR>(X.codes.data(), K, xdec, m0, mrows, k0, kc, xp);
-          pack_fp8<NR>(W.codes.data(), K, wdec, n0, ncols, k0, kc, b.wp.data());
+          if (pack_x) pack_rows<MR>(Fp8Rows{X.codes.data(), K, xdec}, m0, mrows, k0, kc, xp);
+          pack_rows<NR>(Fp8Rows{W.codes.data(), K, wdec}, n0, ncols, k0, kc, b.wp.data());
           for (int i = 0; i < mrows; ++i) sa[static_cast<size_t>(i)] = X.scale_inv[static_cast<size_t>(m0 + i) * static_cast<size_t>(xcb) + static_cast<size_t>(s)];
           for (int j = 0; j < ncols; ++j)
             sb[static_cast<size_t>(j)] = W.scale_inv[static_cast<size_t>((n0 + j) / W.block_rows) * static_cast<size_t>(wcb) + static_cast<size_t>(s)];
