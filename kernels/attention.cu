@@ -2,8 +2,9 @@
 // (query row, head); scores are sequential fma dot products (one thread per key), the online
 // softmax bookkeeping is done by thread 0 in key order, and each thread owns output dimensions
 // whose P.V chains run in key order. This is a mirror of the emulated FlashAttention order, not
-// FlashAttention's tensor-core order: it holds the emulator to the device's exp2f/log2f, not to a
-// different kernel.
+// FlashAttention's tensor-core order: it holds the emulator to the device's exp2f/log2f (or, with
+// AttentionParams::exact, to the emulation's own exp2f/log2f models: then the bits are the
+// emulator's), not to a different kernel.
 #include <limits>
 
 #include "device_common.cuh"
@@ -68,7 +69,7 @@ __global__ void attention_kernel(const float* q, const float* K, const float* V,
         float m_new = st_m;
         for (int j = b0; j <= b1; ++j) m_new = (m_new < s[j - b0]) ? s[j - b0] : m_new;
         const float m_scaled = m_new * c;
-        const float alpha = exp2f(st_m * c - m_scaled);  // 0 on the first block
+        const float alpha = exp2_f(st_m * c - m_scaled, p.exact);  // 0 on the first block
         st_l = st_l * alpha;
         sh_alpha = alpha;
         sh_mscaled = m_scaled;
@@ -76,7 +77,7 @@ __global__ void attention_kernel(const float* q, const float* K, const float* V,
       }
       __syncthreads();
       for (int j = b0 + static_cast<int>(threadIdx.x); j <= b1; j += blockDim.x) {
-        const float pj = exp2f(fmaf(s[j - b0], c, -sh_mscaled));
+        const float pj = exp2_f(fmaf(s[j - b0], c, -sh_mscaled), p.exact);
         s[j - b0] = pj;
         pr[j - b0] = !p.p_round ? pj : (p.fp8 ? num::round_e4m3_sat(pj) : round_act(pj, p.act));
       }
@@ -114,20 +115,20 @@ __global__ void attention_kernel(const float* q, const float* K, const float* V,
     float lse_max = -std::numeric_limits<float>::infinity();
     for (int i = 0; i < nparts; ++i) {
       float* slot = my_scratch + static_cast<std::size_t>(i) * (hd + 2);
-      const float lse = slot[0] * c + log2f(slot[1]);
+      const float lse = slot[0] * c + log2_f(slot[1], p.exact);
       slot[0] = lse;  // m is no longer needed
       lse_max = (lse_max < lse) ? lse : lse_max;
     }
     float sum = 0.0f;
-    for (int i = 0; i < nparts; ++i) sum = sum + exp2f(my_scratch[static_cast<std::size_t>(i) * (hd + 2)] - lse_max);
-    lse_all = lse_max + log2f(sum);
+    for (int i = 0; i < nparts; ++i) sum = sum + exp2_f(my_scratch[static_cast<std::size_t>(i) * (hd + 2)] - lse_max, p.exact);
+    lse_all = lse_max + log2_f(sum, p.exact);
   }
   __syncthreads();
   for (int d = static_cast<int>(threadIdx.x); d < hd; d += blockDim.x) {
     float a = 0.0f;
     for (int i = 0; i < nparts; ++i) {
       const float* slot = my_scratch + static_cast<std::size_t>(i) * (hd + 2);
-      a = fmaf(exp2f(slot[0] - lse_all), slot[2 + d] / slot[1], a);
+      a = fmaf(exp2_f(slot[0] - lse_all, p.exact), slot[2 + d] / slot[1], a);
     }
     o[d] = round_act(a * p.v_scale, p.act);
   }

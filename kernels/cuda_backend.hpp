@@ -2,6 +2,7 @@
 // header here, so the CLI includes it with the plain C++ toolchain.
 #pragma once
 #include <memory>
+#include <string>
 
 #include "rlparity/replay/path_runner.hpp"
 
@@ -10,6 +11,8 @@ namespace rlp::cuda {
 // The generation and training paths on device 0 (CudaOps); info = device name, compute
 // capability, driver/runtime/cuBLASLt versions and how GEMMs run. Throws rlp::Error
 // "no CUDA device: <reason>" when no device is usable.
-std::shared_ptr<const ReplayBackend> make_replay_backend();
+// gemm: "cublaslt" (cuBLASLt's own order) or "exact" (the emulator's order: the CPU's bits); any
+// other value throws rlp::Error naming it.
+std::shared_ptr<const ReplayBackend> make_replay_backend(const std::string& gemm = "cublaslt");
 
 }  // namespace rlp::cuda

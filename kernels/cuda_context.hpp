@@ -13,13 +13,25 @@
 
 namespace rlp::cuda {
 
+// How GEMMs (and the reductions around them) run on the GPU (--cuda-gemm):
+//   cublaslt: cuBLASLt's own tiling and accumulation order (tensor cores), block tree reductions
+//             and rsqrtf in the norms: what the hardware's libraries compute;
+//   exact:    the emulator's stated order in CUDA kernels (gemm_exact.cu, sequential norm sums,
+//             IEEE 1/sqrt), so that the GPU reproduces the CPU emulator's bits.
+enum class GemmMode { cublaslt, exact };
+
 class CudaContext {
  public:
   // Throws rlp::Error "no CUDA device: <cudaGetErrorString>" when there is no usable device.
-  static std::shared_ptr<CudaContext> create();
+  static std::shared_ptr<CudaContext> create(GemmMode mode = GemmMode::cublaslt);
+  GemmMode mode() const { return mode_; }
+  bool exact() const { return mode_ == GemmMode::exact; }
+  // With RLPARITY_CUDA_GEMM_TIMING=1, prints the GEMM time statistics on stderr.
+  ~CudaContext();
 
   const DeviceInfo& info() const { return info_; }
-  // Block-scaled FP8 GEMM available (cuBLAS >= 12.9, sm_90); otherwise fp8_why() says why.
+  // Block-scaled FP8 GEMM available (cuBLAS >= 12.9, sm_90, or any device in exact mode);
+  // otherwise fp8_why() says why.
   bool fp8_ok() const { return fp8_ok_; }
   const std::string& fp8_why() const { return fp8_why_; }
   LtGemm& gemm() { return *gemm_; }
@@ -37,6 +49,7 @@ class CudaContext {
  private:
   CudaContext() = default;
   DeviceInfo info_;
+  GemmMode mode_ = GemmMode::cublaslt;
   bool fp8_ok_ = false;
   std::string fp8_why_;
   std::unique_ptr<LtGemm> gemm_;

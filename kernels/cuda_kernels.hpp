@@ -23,10 +23,13 @@ enum class Act : int { bf16 = 0, fp16 = 1 };
 // out = act(act(x * r) * w)); unfused: TE (variance from the stored residual, out = act(x * r * w)).
 // One CUDA block per row; the sum of squares is a block tree reduction (not the emulator's
 // sequential chain) and r = rsqrtf(var + eps) (the emulator uses a correctly rounded 1/sqrt).
+// exact (--cuda-gemm exact): the emulator's order instead, a sequential fma chain over the row and
+// r = 1 / sqrtf(var + eps) with IEEE division and square root (bit-identical to rms_norm_row).
 void add_rms_norm(float* resid, const float* delta, const float* w, int rows, int n, float eps, bool fused,
-                  bool resid_fp32, Act act, float* out);
+                  bool resid_fp32, Act act, float* out, bool exact = false);
 // Per-head RMSNorm of q or k in place (Qwen3): segments of `hd` of each row, weight w[hd].
-void head_rms_norm(float* x, const float* w, int rows, int cols, int hd, float eps, bool fused, Act act);
+void head_rms_norm(float* x, const float* w, int rows, int cols, int hd, float eps, bool fused, Act act,
+                   bool exact = false);
 // out = a + b, rounded to act unless resid_fp32. Bit-identical to the emulator.
 void residual_sum(const float* a, const float* b, float* out, std::size_t n, bool resid_fp32, Act act);
 
@@ -40,7 +43,8 @@ void rope(float* q, int q_cols, float* k, int k_cols, const int* positions, int 
 
 // ---- SiLU-gated MLP (silu.cu) ------------------------------------------------------------------
 // out = act(silu(g) * u) (fused) or act(act(silu(g)) * u); silu(g) = g / (1 + expf(-g)).
-void silu_mul(const float* gate, const float* up, float* out, std::size_t n, bool fused, Act act);
+// exact: expf is the emulation's model (libm_model.hpp), as on the CPU.
+void silu_mul(const float* gate, const float* up, float* out, std::size_t n, bool fused, Act act, bool exact = false);
 
 // ---- attention with a KV cache (attention.cu) --------------------------------------------------
 // Cache write of rows [pos0, pos0 + n): bf16 cache stores k/v as given; fp8 stores
@@ -59,6 +63,7 @@ struct AttentionParams {
   float q_scale = 1.0f, v_scale = 1.0f;
   float c_log2 = 0.0f;              // softmax_scale * (q_scale * k_scale if fp8) * log2(e), from the host
   Act act = Act::bf16;
+  bool exact = false;               // exp2/log2 from the emulation's models (libm_model.hpp)
 };
 // The largest attn_block / head_dim the kernel takes (shared memory); larger falls back.
 inline constexpr int kMaxAttentionBlock = 2048;
@@ -73,7 +78,9 @@ std::size_t attention_scratch_floats(const AttentionParams& p);
 // ---- log-softmax and the full-vocabulary KL reduction (softmax.cu) -----------------------------
 // In place per row of x [rows x cols]: x - (max + logf(sum expf(x - max))), fp32. One block per
 // row: the max is exact, the sum is a block tree reduction (the emulator sums sequentially).
-void log_softmax(float* x, int rows, int cols);
+// exact: the emulator's order instead (sequential max and sum along the row) and its expf/logf
+// models: bit-identical to EmulatedOps::logprobs' log-softmax.
+void log_softmax(float* x, int rows, int cols, bool exact = false);
 // Per row of the log-prob matrices lg, lt [rows x vocab]: KL(g||t), KL(t||g), H(g), JS in double
 // (exp/log of double), written to out[row * 4 + {0,1,2,3}]; block tree reduction over the vocab.
 // The same terms as rlp::full_vocab_stats (token_metrics.cpp), in another summation order.
@@ -82,8 +89,25 @@ void full_vocab_kl(const float* lg, const float* lt, int rows, int vocab, double
 // ---- GEMM helpers (gemm_epilogue.cu) -----------------------------------------------------------
 // Host float (already act-dtype values) -> 16-bit patterns are converted on the host; these run on
 // the device: y[r][c] = round_out(in[r][c] (+ bias[c])) where `in` holds fp32, bf16 or fp16 values
-// (in_kind 0, 1, 2) row-major [rows x cols].
-void gemm_epilogue(const void* in, int in_kind, int rows, int cols, const float* bias, num::OutRound out, float* y);
+// (in_kind 0, 1, 2) row-major [rows x cols], or column-major with leading dimension col_major_ld
+// when that is > 0 (a GEMM whose operands were swapped writes Y transposed).
+void gemm_epilogue(const void* in, int in_kind, int rows, int cols, const float* bias, num::OutRound out, float* y,
+                   int col_major_ld = 0);
+// --cuda-gemm exact: the emulator's accumulation order (num::gemm_f32acc, gemm.hpp) on CUDA cores,
+// bit-identical to it. X: [M x K] act-dtype values as floats; W: [N x K] bf16 (fp16 when `fp16`)
+// bit patterns; Y: [M x N] rounded per cfg.out.
+void gemm_exact_f32acc(const float* X, const uint16_t* W, bool fp16, int M, int N, int K, const num::GemmConfig& cfg,
+                       float* Y);
+// num::gemm_fp8_blockscaled's order: X codes [M x K] in 1 x block_cols blocks (scale_inv
+// [M x ceil(K/block_cols)]), W codes [N x K] in w_block_rows x block_cols blocks (scale_inv
+// [ceil(N/w_block_rows) x ceil(K/block_cols)]), promotion and in-slice model from cfg.
+struct Fp8GemmShape {
+  int M = 0, N = 0, K = 0;
+  int block_cols = 128, w_block_rows = 128;
+  num::Fp8Kind x_kind = num::Fp8Kind::e4m3, w_kind = num::Fp8Kind::e4m3;
+};
+void gemm_exact_fp8(const uint8_t* Xc, const float* Xs, const uint8_t* Wc, const float* Ws, const Fp8GemmShape& s,
+                    const num::GemmConfig& cfg, float* Y);
 // VEC128_32F scale layout from the quantizer's [rows][kb] scale_inv: out[b * ldm + m] for m < rows,
 // 1.0 for the padding rows m in [rows, ldm).
 void scales_to_vec128(const float* scale_inv, int rows, int kb, int ldm, float* out);

@@ -38,7 +38,9 @@ CudaOps::CudaOps(std::shared_ptr<CudaContext> ctx, const ModelSpec& spec, const 
     : ctx_(std::move(ctx)), spec_(spec), host_w_(weights), style_(style), emu_(spec, weights, style, kv_scales) {
   if (kv_scales) kv_scales_ = *kv_scales;
   Lock lock(ctx_->mutex());
-  w_ = std::make_unique<CudaWeights>(spec, weights, ctx_->fp8_ok());
+  w_ = std::make_unique<CudaWeights>(spec, weights,
+                                     ctx_->exact() ? Fp8Upload::exact
+                                                   : (ctx_->fp8_ok() ? Fp8Upload::cublaslt : Fp8Upload::none));
   std::vector<float> f;
   for (double x : rope_inv_freq(spec)) f.push_back(static_cast<float>(x));
   inv_freq_.upload(f);
@@ -53,6 +55,7 @@ CudaOps::CudaOps(std::shared_ptr<CudaContext> ctx, const ModelSpec& spec, const 
                                 kern::kMaxHeadDim));
   }
   // The GEMM accumulation order is the hardware's own: say which emulator models are not applied.
+  if (ctx_->exact()) return;  // the exact kernels apply every one of them
   std::vector<std::string> models;
   if (style_.split_k != 1) models.push_back(style_.split_k == 0 ? "split-k=auto" : fmt::format("split-k={}", style_.split_k));
   if (style_.k_chunk != 0) models.push_back(fmt::format("k-chunk={}", style_.k_chunk));
@@ -85,7 +88,7 @@ void CudaOps::add_norm(Mat& resid, const Mat* delta, int layer, NormSlot slot, M
   to_device(d_res, resid);
   if (delta) to_device(d_delta, *delta);
   kern::add_rms_norm(d_res, d_delta, w_->norm(layer, slot), rows, H, eps(), style_.norm == NormKind::fused_add,
-                     style_.residual == ResidualDtype::fp32, act_of(style_), d_out);
+                     style_.residual == ResidualDtype::fp32, act_of(style_), d_out, ctx_->exact());
   to_host(resid, d_res);
   to_host(out, d_out);
 }
@@ -103,7 +106,9 @@ void CudaOps::residual_sum(const Mat& resid, const Mat& delta, Mat& out) const {
 }
 
 // Caller holds the lock. d_y receives [rows x out] floats.
-bool CudaOps::gemm(const Mat& x, const CudaLinear& lin, const PreparedLinear& host, bool out_fp32, float* d_y) const {
+bool CudaOps::gemm(const Mat& x, const CudaLinear& lin, const PreparedLinear& host, bool out_fp32, bool decode_step,
+                   float* d_y) const {
+  if (ctx_->exact()) return gemm_exact(x, lin, out_fp32, decode_step, d_y);
   const int M = static_cast<int>(x.rows()), N = lin.out, K = lin.in;
   // Bias: fp32 GEMM output, bias added and rounded once to the act format (as the emulator).
   const num::OutRound act_round = style_.act == ActDtype::bf16 ? num::OutRound::bf16 : num::OutRound::fp16;
@@ -145,6 +150,43 @@ bool CudaOps::gemm(const Mat& x, const CudaLinear& lin, const PreparedLinear& ho
   return false;
 }
 
+// --cuda-gemm exact: the configuration the emulator picks (EmulatedOps::gemm: kernel selection
+// sees the decode batch during decode steps), the emulator's order, bias in the fp32 epilogue.
+bool CudaOps::gemm_exact(const Mat& x, const CudaLinear& lin, bool out_fp32, bool decode_step, float* d_y) const {
+  const int M = static_cast<int>(x.rows()), N = lin.out, K = lin.in;
+  if (lin.fp8 && (!lin.fp8_on_gpu || lin.block_cols != 128)) return false;  // the emulator reports the problem
+  num::GemmConfig cfg = style_.gemm_config(decode_step ? style_.batch : M, K);
+  const num::OutRound act_round = cfg.out;
+  const bool has_bias = !lin.bias.empty();
+  if (out_fp32 || has_bias) cfg.out = num::OutRound::fp32;
+  float* d_raw = has_bias ? ctx_->scratch<float>(kE, static_cast<std::size_t>(M) * static_cast<std::size_t>(N)) : d_y;
+  float* d_x = ctx_->scratch<float>(kA, size_of(x));
+  to_device(d_x, x);
+  ctx_->gemm().timing_begin();
+  if (!lin.fp8) {
+    kern::gemm_exact_f32acc(d_x, lin.w16.get(), style_.act == ActDtype::fp16, M, N, K, cfg, d_raw);
+  } else {
+    const int kb = (K + 127) / 128;
+    uint8_t* d_codes = ctx_->scratch<uint8_t>(kCodes, static_cast<std::size_t>(M) * static_cast<std::size_t>(K));
+    float* d_sinv = ctx_->scratch<float>(kScaleInv, static_cast<std::size_t>(M) * static_cast<std::size_t>(kb));
+    num::ScaleOptions opts;
+    opts.convention = style_.act_quant;
+    opts.pow2 = style_.pow2_scales;
+    quantize_blocks_device(d_x, M, K, 1, 128, opts, d_codes, d_sinv);
+    kern::Fp8GemmShape s;
+    s.M = M;
+    s.N = N;
+    s.K = K;
+    s.block_cols = 128;
+    s.w_block_rows = lin.block_rows;
+    s.w_kind = lin.kind;
+    kern::gemm_exact_fp8(d_codes, d_sinv, lin.codes.get(), lin.scales.get(), s, cfg, d_raw);
+  }
+  ctx_->gemm().timing_end(M, 2.0 * M * N * K);
+  if (has_bias) kern::gemm_epilogue(d_raw, 0, M, N, lin.bias.get(), act_round, d_y);
+  return true;
+}
+
 void CudaOps::linear(const Mat& x, int layer, Proj p, Mat& y, bool decode_step) const {
   const CudaLinear& lin = w_->linear(layer, p);
   const PreparedLinear& host = host_w_.layers[static_cast<std::size_t>(layer)][p];
@@ -152,7 +194,7 @@ void CudaOps::linear(const Mat& x, int layer, Proj p, Mat& y, bool decode_step) 
   {
     Lock lock(ctx_->mutex());
     float* d_y = ctx_->scratch<float>(kD, static_cast<std::size_t>(x.rows()) * static_cast<std::size_t>(lin.out));
-    if (gemm(x, lin, host, false, d_y)) {
+    if (gemm(x, lin, host, false, decode_step, d_y)) {
       y.resize(x.rows(), lin.out);
       to_host(y, d_y);
       done = true;
@@ -166,7 +208,7 @@ void CudaOps::head_norm(Mat& x, int layer, Proj which) const {
   float* d = ctx_->scratch<float>(kA, size_of(x));
   to_device(d, x);
   kern::head_rms_norm(d, w_->head_norm(layer, which), static_cast<int>(x.rows()), static_cast<int>(x.cols()),
-                      spec_.head_dim, eps(), style_.norm == NormKind::fused_add, act_of(style_));
+                      spec_.head_dim, eps(), style_.norm == NormKind::fused_add, act_of(style_), ctx_->exact());
   to_host(x, d);
 }
 
@@ -185,8 +227,19 @@ void CudaOps::rope(Mat& q, Mat& k, const int* positions) const {
   to_host(k, dk);
 }
 
+CudaOps::Cache CudaOps::new_cache(int capacity) const {
+  Cache c;
+  static_cast<EmulatedOps::Cache&>(c) = emu_.new_cache(capacity);
+  if (attention_gpu_) {
+    c.dev = std::make_shared<DeviceKv>();
+    c.dev->k.resize(static_cast<std::size_t>(spec_.layers));
+    c.dev->v.resize(static_cast<std::size_t>(spec_.layers));
+  }
+  return c;
+}
+
 void CudaOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v, int pos0, Cache& cache, Mat& out) const {
-  if (!attention_gpu_) {
+  if (!attention_gpu_ || !cache.dev) {
     emu_.attention(layer, q, k, v, pos0, cache, out);
     return;
   }
@@ -215,23 +268,22 @@ void CudaOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v, int
   const float softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
   p.c_log2 = softmax_scale * (fp8 ? qs * ks : 1.0f) * std::numbers::log2e_v<float>;
   p.act = act_of(style_);
+  p.exact = ctx_->exact();
   out.resize(n, spec_.heads * hd);
-  const std::size_t total = static_cast<std::size_t>(pos0 + n) * static_cast<std::size_t>(width);
+  const std::size_t capacity = static_cast<std::size_t>(K.rows()) * static_cast<std::size_t>(width);
   const std::size_t old = static_cast<std::size_t>(pos0) * static_cast<std::size_t>(width);
   const std::size_t fresh = static_cast<std::size_t>(n) * static_cast<std::size_t>(width);
   Lock lock(ctx_->mutex());
-  float* dK = ctx_->scratch<float>(kA, total);
-  float* dV = ctx_->scratch<float>(kB, total);
+  // The device cache holds rows [0, pos0) from earlier calls (a sequence fills its cache from
+  // position 0 up, one call after another); the new rows are written there as the emulator writes
+  // them, and copied to the host cache too.
+  float* dK = cache.dev->k[li].ensure(capacity);
+  float* dV = cache.dev->v[li].ensure(capacity);
   float* dk = ctx_->scratch<float>(kC, fresh);
   float* dv = ctx_->scratch<float>(kD, fresh);
   float* dq = ctx_->scratch<float>(kE, size_of(q));
   float* dout = ctx_->scratch<float>(kX16, size_of(out));
   float* dscratch = ctx_->scratch<float>(kScratch, kern::attention_scratch_floats(p));
-  // Rows of K/V are contiguous in the row-major cache: rows [0, pos0) go up in one copy each.
-  if (old) {
-    RLP_CUDA_CHECK(cudaMemcpy(dK, K.data(), old * sizeof(float), cudaMemcpyHostToDevice));
-    RLP_CUDA_CHECK(cudaMemcpy(dV, V.data(), old * sizeof(float), cudaMemcpyHostToDevice));
-  }
   to_device(dk, k);
   to_device(dv, v);
   to_device(dq, q);
@@ -250,18 +302,17 @@ void CudaOps::silu_mul(const Mat& gate, const Mat& up, Mat& out) const {
   float* o = ctx_->scratch<float>(kC, size_of(gate));
   to_device(g, gate);
   to_device(u, up);
-  kern::silu_mul(g, u, o, size_of(gate), style_.mlp_fused, act_of(style_));
+  kern::silu_mul(g, u, o, size_of(gate), style_.mlp_fused, act_of(style_), ctx_->exact());
   to_host(out, o);
 }
 
 void CudaOps::logprobs(const Mat& xn, Mat& out, bool decode_step) const {
-  (void)decode_step;  // kernel selection is cuBLASLt's (see the note in the constructor)
   const CudaLinear& lin = w_->lm_head();
   Lock lock(ctx_->mutex());
   float* d_y = ctx_->scratch<float>(kD, static_cast<std::size_t>(xn.rows()) * static_cast<std::size_t>(lin.out));
-  if (!gemm(xn, lin, host_w_.lm_head, style_.logits_fp32, d_y))
+  if (!gemm(xn, lin, host_w_.lm_head, style_.logits_fp32, decode_step, d_y))
     RLP_THROW("lm_head GEMM could not run on the GPU");  // lm_head is never fp8: unreachable
-  kern::log_softmax(d_y, static_cast<int>(xn.rows()), lin.out);
+  kern::log_softmax(d_y, static_cast<int>(xn.rows()), lin.out, ctx_->exact());
   out.resize(xn.rows(), lin.out);
   to_host(out, d_y);
 }

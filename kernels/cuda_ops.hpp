@@ -1,18 +1,18 @@
 // The ops interface of include/rlparity/model/forward.hpp on the GPU: the same Mat (host Eigen
-// row-major float) and Cache (host KV cache) types as EmulatedOps, so the forward templates and
-// replay's run_path_group run it unchanged. Weights are uploaded once (CudaWeights); each op
-// uploads its input rows, computes on the GPU and downloads its result. That round trip costs speed
-// (and the KV cache is re-uploaded per attention call), and buys one forward shared by every
+// row-major float) as EmulatedOps and a Cache that extends its host KV cache with a device copy,
+// so the forward templates and replay's run_path_group run it unchanged. Weights are uploaded once
+// (CudaWeights); each op uploads its input rows, computes on the GPU and downloads its result (the
+// KV cache stays on the device). That round trip costs speed, and buys one forward shared by every
 // backend: the backends differ only inside the ops.
 //
 // Where a style asks for something the GPU path cannot do exactly, that op runs on the CPU
 // emulator (EmulatedOps) instead and a note says so once on stderr:
-//   * fp8 linears when cuBLAS < 12.9 or the device is not sm_90, when a weight is not made of whole
-//     128x128 blocks, or when cuBLASLt offers no algorithm;
+//   * fp8 linears (--cuda-gemm cublaslt) when cuBLAS < 12.9 or the device is not sm_90, when a
+//     weight is not made of whole 128x128 blocks, or when cuBLASLt offers no algorithm;
 //   * attention with attn-block > 2048 or head_dim > 1024.
-// The embedding (a row copy) always runs on the host. GEMM accumulation order is cuBLASLt's; the
-// emulator's models of it (split-k, k-chunk, fp8-promotion, fp8-accum, decode batch as M) are
-// not applied and a note says so.
+// The embedding (a row copy) always runs on the host. With --cuda-gemm cublaslt the GEMM
+// accumulation order is cuBLASLt's: the emulator's models of it (split-k, k-chunk, fp8-promotion,
+// fp8-accum, decode batch as M) are not applied and a note says so; with exact they all are.
 #pragma once
 #include <memory>
 #include <vector>
@@ -26,14 +26,22 @@ namespace rlp::cuda {
 class CudaOps {
  public:
   using Mat = EmulatedOps::Mat;
-  using Cache = EmulatedOps::Cache;
+  // The host cache (the emulator's, which the fallback attention uses) plus the device copy of
+  // every layer's K and V that the GPU attention reads and appends to, so that a decode step
+  // uploads nothing but its new rows' q, k, v.
+  struct DeviceKv {
+    std::vector<DeviceBuffer<float>> k, v;  // per layer [capacity x kv_heads*head_dim]
+  };
+  struct Cache : EmulatedOps::Cache {
+    std::shared_ptr<DeviceKv> dev;  // null when attention runs on the CPU emulator
+  };
 
   CudaOps(std::shared_ptr<CudaContext> ctx, const ModelSpec& spec, const PreparedWeights& weights,
           const PathStyle& style, const KvScales* kv_scales = nullptr);
 
   const ModelSpec& spec() const { return spec_; }
   const PathStyle& style() const { return style_; }
-  Cache new_cache(int capacity) const { return emu_.new_cache(capacity); }
+  Cache new_cache(int capacity) const;
 
   void embed(const int32_t* tokens, int n, Mat& h) const;
   void add_norm(Mat& resid, const Mat* delta, int layer, NormSlot slot, Mat& out) const;
@@ -51,7 +59,10 @@ class CudaOps {
 
  private:
   // y = x W^T on the GPU; false when the op must fall back to the emulator.
-  bool gemm(const Mat& x, const CudaLinear& lin, const PreparedLinear& host, bool out_fp32, float* d_y) const;
+  // decode_step: kernel selection sees the decode batch (the emulator's rule; exact mode only).
+  bool gemm(const Mat& x, const CudaLinear& lin, const PreparedLinear& host, bool out_fp32, bool decode_step,
+            float* d_y) const;
+  bool gemm_exact(const Mat& x, const CudaLinear& lin, bool out_fp32, bool decode_step, float* d_y) const;
   float eps() const { return static_cast<float>(spec_.rms_eps); }
 
   std::shared_ptr<CudaContext> ctx_;

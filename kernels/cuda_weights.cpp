@@ -8,7 +8,7 @@
 namespace rlp::cuda {
 namespace {
 
-void upload_linear(const PreparedLinear& lin, bool fp8, CudaLinear& d) {
+void upload_linear(const PreparedLinear& lin, Fp8Upload fp8, CudaLinear& d) {
   d.out = lin.out;
   d.in = lin.in;
   d.fp8 = lin.fp8;
@@ -17,7 +17,16 @@ void upload_linear(const PreparedLinear& lin, bool fp8, CudaLinear& d) {
     d.w16.upload(lin.w);  // already the act dtype's bit patterns
     return;
   }
-  d.fp8_on_gpu = fp8 && CudaWeights::fp8_shape_problem(lin).empty();
+  d.block_rows = lin.wq.block_rows;
+  d.block_cols = lin.wq.block_cols;
+  d.kind = lin.wq.kind;
+  if (fp8 == Fp8Upload::exact) {
+    d.fp8_on_gpu = true;
+    d.codes.upload(lin.wq.codes);
+    d.scales.upload(lin.wq.scale_inv);
+    return;
+  }
+  d.fp8_on_gpu = fp8 == Fp8Upload::cublaslt && CudaWeights::fp8_shape_problem(lin).empty();
   if (!d.fp8_on_gpu) return;
   d.codes.upload(lin.wq.codes);
   d.scales.upload(num::scales_for_cublaslt_blk128(lin.wq));
@@ -36,7 +45,7 @@ std::string CudaWeights::fp8_shape_problem(const PreparedLinear& lin) {
   return {};
 }
 
-CudaWeights::CudaWeights(const ModelSpec& spec, const PreparedWeights& w, bool fp8) {
+CudaWeights::CudaWeights(const ModelSpec& spec, const PreparedWeights& w, Fp8Upload fp8) {
   layers_.resize(static_cast<std::size_t>(spec.layers));
   for (int l = 0; l < spec.layers; ++l) {
     const PreparedLayer& src = w.layers[static_cast<std::size_t>(l)];
@@ -47,7 +56,7 @@ CudaWeights::CudaWeights(const ModelSpec& spec, const PreparedWeights& w, bool f
     if (!src.q_norm.empty()) dst.q_norm.upload(src.q_norm);
     if (!src.k_norm.empty()) dst.k_norm.upload(src.k_norm);
   }
-  upload_linear(w.lm_head, false, lm_head_);
+  upload_linear(w.lm_head, Fp8Upload::none, lm_head_);
   final_norm_.upload(w.final_norm);
 }
 

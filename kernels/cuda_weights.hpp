@@ -14,13 +14,19 @@
 
 namespace rlp::cuda {
 
+// How fp8 linears go to the device: not at all (they run on the CPU emulator), for cuBLASLt's
+// block-scaled GEMM (whole 128x128 blocks only), or for the exact-order kernel (any shape).
+enum class Fp8Upload { none, cublaslt, exact };
+
 struct CudaLinear {
   int out = 0, in = 0;
   bool fp8 = false;
-  bool fp8_on_gpu = false;  // fp8 and shaped as the cuBLASLt block-scaled GEMM takes it
+  bool fp8_on_gpu = false;  // fp8 and uploaded in a form the GEMM of this mode takes
   DeviceBuffer<uint16_t> w16;
   DeviceBuffer<uint8_t> codes;
-  DeviceBuffer<float> scales;  // BLK128x128_32F layout
+  DeviceBuffer<float> scales;  // cublaslt: BLK128x128_32F layout; exact: scale_inv row-major over blocks
+  int block_rows = 128, block_cols = 128;
+  num::Fp8Kind kind = num::Fp8Kind::e4m3;
   DeviceBuffer<float> bias;    // empty: none
 };
 
@@ -31,8 +37,7 @@ struct CudaLayer {
 
 class CudaWeights {
  public:
-  // fp8: upload fp8 linears' codes and scales (only when the device can run the fp8 GEMM).
-  CudaWeights(const ModelSpec& spec, const PreparedWeights& w, bool fp8);
+  CudaWeights(const ModelSpec& spec, const PreparedWeights& w, Fp8Upload fp8);
   const CudaLinear& linear(int layer, Proj p) const {
     return layers_[static_cast<std::size_t>(layer)].proj[static_cast<int>(p)];
   }

@@ -6,6 +6,7 @@
 #include "cuda_check.hpp"
 #include "cuda_kernels.hpp"
 #include "rlparity/numerics/formats.hpp"
+#include "rlparity/numerics/libm_model.hpp"
 
 namespace rlp::cuda::kern {
 
@@ -42,6 +43,13 @@ __device__ inline float block_max(float v, float* shared) {
   __syncthreads();
   return r;
 }
+
+// The float transcendentals: the device's own (within 2 ulp), or with `exact` the emulation's
+// glibc models (libm_model.hpp), the very functions the CPU emulator calls.
+__device__ __forceinline__ float exp_f(float x, bool exact) { return exact ? num::expf_model(x) : expf(x); }
+__device__ __forceinline__ float exp2_f(float x, bool exact) { return exact ? num::exp2f_model(x) : exp2f(x); }
+__device__ __forceinline__ float log_f(float x, bool exact) { return exact ? num::logf_model(x) : logf(x); }
+__device__ __forceinline__ float log2_f(float x, bool exact) { return exact ? num::log2f_model(x) : log2f(x); }
 
 inline unsigned blocks_for(std::size_t n, unsigned threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
 

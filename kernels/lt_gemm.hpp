@@ -19,6 +19,22 @@
 
 namespace rlp::cuda {
 
+// Which operand of the block-scaled FP8 call is the weight: A (2D-scaled A, 1D-scaled B, as
+// TransformerEngine pairs them) or B (NVIDIA's LtBlk128x128Fp8Matmul sample). The first that
+// cuBLASLt accepts is used for the rest of the process.
+enum class Fp8Pairing { unknown, weights_a, activations_a };
+
+// GEMM time measured with CUDA events around each GEMM kernel (cublasLtMatmul or the exact-order
+// kernels), when RLPARITY_CUDA_GEMM_TIMING=1; split by M (decode-sized M <= 64, larger).
+struct GemmStats {
+  long long calls = 0;
+  double flops = 0;    // 2 M N K of the real problems
+  double seconds = 0;  // device time inside the GEMM kernels
+};
+struct GemmTiming {
+  GemmStats small_m, large_m;  // M <= 64, M > 64
+};
+
 class LtGemm {
  public:
   LtGemm();
@@ -36,6 +52,15 @@ class LtGemm {
   // no algorithm for this problem (the caller falls back and says why); throws on errors.
   bool gemm_fp8(const uint8_t* Xq, const float* xs, const uint8_t* Wq, const float* ws, int M, int Mp, int N, int K,
                 const float* bias, num::OutRound out, float* Y);
+
+  // The timing statistics, or null when RLPARITY_CUDA_GEMM_TIMING is not 1.
+  const GemmTiming* stats() const;
+  // Brackets another GEMM kernel (the exact-order ones) for the same statistics; no-ops unless
+  // timing is on.
+  void timing_begin();
+  void timing_end(int M, double flops);
+  // The FP8 operand pairing in use (unknown before the first FP8 GEMM).
+  Fp8Pairing fp8_pairing() const;
 
  private:
   struct Impl;

@@ -6,13 +6,21 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// 1/sqrt(v): the device's rsqrtf (<= 2 ulp), or with `exact` the correctly rounded quotient of
+// the correctly rounded square root, as the emulator computes it.
+__device__ __forceinline__ float inv_sqrt(float v, bool exact) { return exact ? 1.0f / sqrtf(v) : rsqrtf(v); }
+
 __global__ void add_rms_norm_kernel(float* resid, const float* delta, const float* w, int n, float eps, bool fused,
-                                    bool resid_fp32, Act act, float* out) {
+                                    bool resid_fp32, Act act, float* out, bool exact) {
   __shared__ float red[kThreads];
   const std::size_t base = static_cast<std::size_t>(blockIdx.x) * static_cast<std::size_t>(n);
   float* res = resid + base;
   float sum = 0.0f;
-  for (int i = static_cast<int>(threadIdx.x); i < n; i += blockDim.x) {
+  // exact: thread 0 walks the row in order (the emulator's sequential chain); else every thread
+  // takes a stride and a block tree reduction sums them.
+  const int first = exact ? (threadIdx.x == 0 ? 0 : n) : static_cast<int>(threadIdx.x);
+  const int step = exact ? 1 : static_cast<int>(blockDim.x);
+  for (int i = first; i < n; i += step) {
     const float z = delta ? res[i] + delta[base + i] : res[i];
     const float stored = resid_fp32 ? z : round_act(z, act);
     res[i] = stored;
@@ -20,24 +28,40 @@ __global__ void add_rms_norm_kernel(float* resid, const float* delta, const floa
     const float v = fused ? z : stored;
     sum = fmaf(v, v, sum);
   }
-  sum = block_sum(sum, red);
+  if (exact) {
+    if (threadIdx.x == 0) red[0] = sum;
+    __syncthreads();
+    sum = red[0];
+  } else {
+    sum = block_sum(sum, red);
+  }
   const float var = sum / static_cast<float>(n);
-  const float r = rsqrtf(var + eps);
+  const float r = inv_sqrt(var + eps, exact);
   for (int i = static_cast<int>(threadIdx.x); i < n; i += blockDim.x) {
     const float x = res[i];
     out[base + i] = fused ? round_act(round_act(x * r, act) * w[i], act) : round_act((x * r) * w[i], act);
   }
 }
 
-__global__ void head_rms_norm_kernel(float* x, const float* w, int cols, int hd, float eps, bool fused, Act act) {
+__global__ void head_rms_norm_kernel(float* x, const float* w, int cols, int hd, float eps, bool fused, Act act,
+                                     bool exact) {
   __shared__ float red[128];
   const int heads = cols / hd;
   const int row = static_cast<int>(blockIdx.x) / heads, h = static_cast<int>(blockIdx.x) % heads;
   float* seg = x + static_cast<std::size_t>(row) * static_cast<std::size_t>(cols) + static_cast<std::size_t>(h) * hd;
   float sum = 0.0f;
-  for (int i = static_cast<int>(threadIdx.x); i < hd; i += blockDim.x) sum = fmaf(seg[i], seg[i], sum);
-  sum = block_sum(sum, red);
-  const float r = rsqrtf(sum / static_cast<float>(hd) + eps);
+  if (exact) {
+    if (threadIdx.x == 0) {
+      for (int i = 0; i < hd; ++i) sum = fmaf(seg[i], seg[i], sum);
+      red[0] = sum;
+    }
+    __syncthreads();
+    sum = red[0];
+  } else {
+    for (int i = static_cast<int>(threadIdx.x); i < hd; i += blockDim.x) sum = fmaf(seg[i], seg[i], sum);
+    sum = block_sum(sum, red);
+  }
+  const float r = inv_sqrt(sum / static_cast<float>(hd) + eps, exact);
   for (int i = static_cast<int>(threadIdx.x); i < hd; i += blockDim.x) {
     const float v = seg[i];
     seg[i] = fused ? round_act(round_act(v * r, act) * w[i], act) : round_act((v * r) * w[i], act);
@@ -55,15 +79,16 @@ __global__ void residual_sum_kernel(const float* a, const float* b, float* out, 
 }  // namespace
 
 void add_rms_norm(float* resid, const float* delta, const float* w, int rows, int n, float eps, bool fused,
-                  bool resid_fp32, Act act, float* out) {
+                  bool resid_fp32, Act act, float* out, bool exact) {
   if (rows <= 0) return;
-  add_rms_norm_kernel<<<static_cast<unsigned>(rows), kThreads>>>(resid, delta, w, n, eps, fused, resid_fp32, act, out);
+  add_rms_norm_kernel<<<static_cast<unsigned>(rows), kThreads>>>(resid, delta, w, n, eps, fused, resid_fp32, act, out,
+                                                                 exact);
   RLP_CUDA_CHECK_LAUNCH("add_rms_norm_kernel");
 }
 
-void head_rms_norm(float* x, const float* w, int rows, int cols, int hd, float eps, bool fused, Act act) {
+void head_rms_norm(float* x, const float* w, int rows, int cols, int hd, float eps, bool fused, Act act, bool exact) {
   if (rows <= 0) return;
-  head_rms_norm_kernel<<<static_cast<unsigned>(rows * (cols / hd)), 128>>>(x, w, cols, hd, eps, fused, act);
+  head_rms_norm_kernel<<<static_cast<unsigned>(rows * (cols / hd)), 128>>>(x, w, cols, hd, eps, fused, act, exact);
   RLP_CUDA_CHECK_LAUNCH("head_rms_norm_kernel");
 }
 

@@ -4,19 +4,20 @@
 namespace rlp::cuda::kern {
 namespace {
 
-__global__ void silu_mul_kernel(const float* gate, const float* up, float* out, std::size_t n, bool fused, Act act) {
+__global__ void silu_mul_kernel(const float* gate, const float* up, float* out, std::size_t n, bool fused, Act act,
+                                bool exact) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   const float g = gate[i], u = up[i];
-  const float silu = g / (1.0f + expf(-g));  // device expf: within 2 ulp (the emulator uses the host libm)
+  const float silu = g / (1.0f + exp_f(-g, exact));
   out[i] = fused ? round_act(silu * u, act) : round_act(round_act(silu, act) * u, act);
 }
 
 }  // namespace
 
-void silu_mul(const float* gate, const float* up, float* out, std::size_t n, bool fused, Act act) {
+void silu_mul(const float* gate, const float* up, float* out, std::size_t n, bool fused, Act act, bool exact) {
   if (n == 0) return;
-  silu_mul_kernel<<<blocks_for(n, 256), 256>>>(gate, up, out, n, fused, act);
+  silu_mul_kernel<<<blocks_for(n, 256), 256>>>(gate, up, out, n, fused, act, exact);
   RLP_CUDA_CHECK_LAUNCH("silu_mul_kernel");
 }
 

@@ -6,16 +6,28 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__global__ void log_softmax_kernel(float* x, int cols) {
+__global__ void log_softmax_kernel(float* x, int cols, bool exact) {
   __shared__ float redf[kThreads];
   float* row = x + static_cast<std::size_t>(blockIdx.x) * static_cast<std::size_t>(cols);
-  float m = -INFINITY;
-  for (int i = static_cast<int>(threadIdx.x); i < cols; i += blockDim.x) m = (m < row[i]) ? row[i] : m;
-  m = block_max(m, redf);
-  float sum = 0.0f;
-  for (int i = static_cast<int>(threadIdx.x); i < cols; i += blockDim.x) sum = sum + expf(row[i] - m);
-  sum = block_sum(sum, redf);
-  const float lse = m + logf(sum);
+  float m = -INFINITY, sum = 0.0f;
+  if (exact) {
+    // The emulator's order: thread 0 takes the max and the sum along the row.
+    if (threadIdx.x == 0) {
+      for (int i = 0; i < cols; ++i) m = (m < row[i]) ? row[i] : m;
+      for (int i = 0; i < cols; ++i) sum += num::expf_model(row[i] - m);
+      redf[0] = m;
+      redf[1] = sum;
+    }
+    __syncthreads();
+    m = redf[0];
+    sum = redf[1];
+  } else {
+    for (int i = static_cast<int>(threadIdx.x); i < cols; i += blockDim.x) m = (m < row[i]) ? row[i] : m;
+    m = block_max(m, redf);
+    for (int i = static_cast<int>(threadIdx.x); i < cols; i += blockDim.x) sum = sum + expf(row[i] - m);
+    sum = block_sum(sum, redf);
+  }
+  const float lse = m + log_f(sum, exact);
   for (int i = static_cast<int>(threadIdx.x); i < cols; i += blockDim.x) row[i] = row[i] - lse;
 }
 
@@ -55,9 +67,9 @@ __global__ void full_vocab_kl_kernel(const float* lg_all, const float* lt_all, i
 
 }  // namespace
 
-void log_softmax(float* x, int rows, int cols) {
+void log_softmax(float* x, int rows, int cols, bool exact) {
   if (rows <= 0 || cols <= 0) return;
-  log_softmax_kernel<<<static_cast<unsigned>(rows), kThreads>>>(x, cols);
+  log_softmax_kernel<<<static_cast<unsigned>(rows), kThreads>>>(x, cols, exact);
   RLP_CUDA_CHECK_LAUNCH("log_softmax_kernel");
 }
 

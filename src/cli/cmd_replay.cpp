@@ -29,7 +29,7 @@ namespace fs = std::filesystem;
 
 struct ReplayArgs {
   std::string checkpoint, inputs, recipes = "bf16,fp8-gen,fp8-e2e", out = "rlparity-replay.h5";
-  std::string kv_scales = "recalibrated", kv_scale_method = "nemo", backend = "cpu";
+  std::string kv_scales = "recalibrated", kv_scale_method = "nemo", backend = "cpu", cuda_gemm = "cublaslt";
   bool force = false, quiet = false, no_oracle = false, allow_nonfinite = false;
   int threads = 0;
   ReplayOptions opt;
@@ -81,12 +81,14 @@ class ProgressBar {
 
 // The backend of the generation and training paths; null = the CPU emulator. Checked before any
 // work: no usable GPU is one clear error (exit 2).
-std::shared_ptr<const ReplayBackend> select_backend(const std::string& name) {
+std::shared_ptr<const ReplayBackend> select_backend(const std::string& name, const std::string& cuda_gemm) {
+  if (cuda_gemm != "cublaslt" && cuda_gemm != "exact")
+    RLP_THROW_INPUT("--cuda-gemm {}: expected cublaslt or exact", cuda_gemm);
   if (name == "cpu") return nullptr;
   if (name != "cuda") RLP_THROW_INPUT("--backend {}: expected cpu or cuda", name);
 #ifdef RLPARITY_HAVE_CUDA
   try {
-    return cuda::make_replay_backend();
+    return cuda::make_replay_backend(cuda_gemm);
   } catch (const Error& e) {
     RLP_THROW_INPUT("--backend cuda: {}", e.what());
   }
@@ -96,7 +98,7 @@ std::shared_ptr<const ReplayBackend> select_backend(const std::string& name) {
 }
 
 int run(ReplayArgs& a) {
-  a.opt.backend = select_backend(a.backend);
+  a.opt.backend = select_backend(a.backend, a.cuda_gemm);
   set_thread_count(a.threads);
   install_interrupt_handlers();
   check_output_path(a.out, a.force);
@@ -217,6 +219,11 @@ void setup_replay(CLI::App& app, CommandRegistry& registry) {
                   "conservative and printed when refused (docs/robustness.md)");
   sub->add_flag("--allow-nonfinite", args->allow_nonfinite, "accept NaN/inf in weights");
   sub->add_option("--backend", args->backend, "cpu (default) or cuda")->capture_default_str();
+  sub->add_option("--cuda-gemm", args->cuda_gemm,
+                  "with --backend cuda: cublaslt (the library's own accumulation order, as the engines run it) or "
+                  "exact (the emulator's stated order in CUDA kernels: the same bits as --backend cpu; "
+                  "docs/cuda-backend.md)")
+      ->capture_default_str();
   sub->add_flag("--quiet,-q", args->quiet, "no progress bar or summary");
   const auto& knobs = knob_table();
   args->gen_knob_values.resize(knobs.size());

@@ -14,6 +14,7 @@
 #include "rlparity/numerics/quantize.hpp"
 #include "rlparity/util/error.hpp"
 #include "rlparity/numerics/exp2.hpp"
+#include "rlparity/numerics/libm_model.hpp"
 #include "rlparity/util/parallel.hpp"
 
 namespace rlp {
@@ -559,12 +560,12 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
           lse.resize(static_cast<std::size_t>(np));
           for (int i = 0; i < np; ++i) {
             const std::size_t si = st_index(lane, i);
-            lse[static_cast<std::size_t>(i)] = m_st[si] * c_log2 + std::log2(l_st[si]);
+            lse[static_cast<std::size_t>(i)] = m_st[si] * c_log2 + num::log2f_model(l_st[si]);
             lse_max = std::max(lse_max, lse[static_cast<std::size_t>(i)]);
           }
           float sum = 0.0f;
           for (float x : lse) sum += num::exp2_model(x - lse_max);
-          const float lse_all = lse_max + std::log2(sum);
+          const float lse_all = lse_max + num::log2f_model(sum);
           for (float& x : lse) x = num::exp2_model(x - lse_all);  // now each partition's weight
           for (int d = 0; d < hd; ++d) {
             float acc = 0.0f;
@@ -583,7 +584,7 @@ void EmulatedOps::silu_mul(const Mat& gate, const Mat& up, Mat& out) const {
   parallel_for(static_cast<std::size_t>(gate.size()), kElemGrain, [&](std::size_t b, std::size_t e) {
     for (std::size_t i = b; i < e; ++i) {
       const float g = gate.data()[i], u = up.data()[i];
-      const float silu = g / (1.0f + std::exp(-g));
+      const float silu = g / (1.0f + num::expf_model(-g));
       // vLLM's silu_and_mul: one fp32 expression, one rounding; HF/Megatron: act_fn(gate) is a
       // separate bf16 tensor, then the product rounds again.
       out.data()[i] = style_.mlp_fused ? round_act(silu * u) : round_act(round_act(silu) * u);
@@ -600,8 +601,8 @@ void EmulatedOps::logprobs(const Mat& xn, Mat& out, bool decode_step) const {
       float m = -std::numeric_limits<float>::infinity();
       for (int i = 0; i < out.cols(); ++i) m = std::max(m, row[i]);
       float sum = 0.0f;
-      for (int i = 0; i < out.cols(); ++i) sum += std::exp(row[i] - m);
-      const float lse = m + std::log(sum);
+      for (int i = 0; i < out.cols(); ++i) sum += num::expf_model(row[i] - m);
+      const float lse = m + num::logf_model(sum);
       for (int i = 0; i < out.cols(); ++i) row[i] = row[i] - lse;
     }
   });

@@ -1,5 +1,7 @@
 #include "rlparity/numerics/exp2.hpp"
 
+#include "rlparity/numerics/libm_model.hpp"
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -12,61 +14,17 @@
 namespace rlp::num {
 namespace {
 
-// tab[i] = bits(2^(i/32), correctly rounded) - (i << 47): adding ki << 47 restores the exponent.
-constexpr uint64_t kTab[32] = {
-    0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51,
-    0x3fef72b83c7d517b, 0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1,
-    0x3fef06fe0a31b715, 0x3feef1a7373aa9cb, 0x3feedea64c123422, 0x3feece086061892d,
-    0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429, 0x3feea47eb03a5585,
-    0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
-    0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d,
-    0x3feee89f995ad3ad, 0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069,
-    0x3fef5818dcfba487, 0x3fef7c97337b9b5f, 0x3fefa4afa2a490da, 0x3fefd0765b6e4540,
-};
-constexpr double kShift = 0x1.8p+52 / 32;  // adding it leaves k = round(32 x) in the low bits
-constexpr double kC0 = 0x1.c6af84b912394p-5, kC1 = 0x1.ebfce50fac4f3p-3, kC2 = 0x1.62e42ff0c52d6p-1;
+#if defined(__AVX512F__)
+// The vector form of exp2f_model (libm_model.hpp): the same table, shift and coefficients.
+const uint64_t* const kTab = libm_detail::kExp2Tab;
+constexpr double kShift = 0x1.8p+52 / 32;
+constexpr double kC0 = libm_detail::kC0, kC1 = libm_detail::kC1, kC2 = libm_detail::kC2;
 constexpr uint32_t kTop128 = 0x430;  // top 12 bits of 128.0f
-constexpr uint32_t kTopInf = 0x7f8;
-
-uint64_t bits64(double d) {
-  uint64_t u;
-  std::memcpy(&u, &d, sizeof u);
-  return u;
-}
-double from_bits64(uint64_t u) {
-  double d;
-  std::memcpy(&d, &u, sizeof d);
-  return d;
-}
-uint32_t bits32(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
+#endif
 
 }  // namespace
 
-float exp2_model(float x) {
-  const uint32_t ux = bits32(x);
-  const uint32_t abstop = (ux >> 20) & 0x7ffu;
-  if (abstop >= kTop128) {  // |x| >= 128, inf or NaN
-    if (ux == 0xff800000u) return 0.0f;
-    if (abstop >= kTopInf) return x + x;
-    if (x > 0.0f) return std::numeric_limits<float>::infinity();
-    if (x <= -150.0f) return 0.0f;
-  }
-  const double xd = x;
-  double kd = xd + kShift;
-  const uint64_t ki = bits64(kd);
-  kd -= kShift;
-  const double r = xd - kd;
-  const double s = from_bits64(kTab[ki % 32] + (ki << 47));
-  const double z = std::fma(kC0, r, kC1);
-  const double r2 = r * r;
-  double y = std::fma(kC2, r, 1.0);
-  y = std::fma(z, r2, y);
-  return static_cast<float>(y * s);
-}
+float exp2_model(float x) { return exp2f_model(x); }
 
 void exp2_model_inplace(float* x, int n) {
   int i = 0;

@@ -271,10 +271,6 @@ void pack_rows(const Half16Rows& src, int r0, int nrows, int k0, int kc, float* 
 #endif
 
 // Even split of n items into parts: the first (n % parts) parts get one more.
-inline int split_begin(int n, int parts, int r) {
-  const int base = n / parts, extra = n % parts;
-  return r * base + std::min(r, extra);
-}
 
 struct TileGrid {
   int mt, nt;

@@ -45,6 +45,18 @@ TEST_F(CudaBackendCli, UnknownBackendIsRejected) {
   EXPECT_NE(r.output.find("--backend tpu: expected cpu or cuda"), std::string::npos) << r.output;
 }
 
+// A misspelled --cuda-gemm is refused before any work, with or without a GPU or the toolkit.
+TEST_F(CudaBackendCli, UnknownCudaGemmModeIsRejected) {
+  for (const char* backend : {"cpu", "cuda"}) {
+    const fs::path out = dir_ / "y.h5";
+    const Result r = run(std::string(RLPARITY_CLI_PATH) + " replay --backend " + backend +
+                         " --cuda-gemm tensorcore -q -o " + out.string());
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find("--cuda-gemm tensorcore: expected cublaslt or exact"), std::string::npos) << r.output;
+    EXPECT_FALSE(fs::exists(out));
+  }
+}
+
 // The run file names the backend as a root attribute (docs/hdf5-schema.md).
 TEST_F(CudaBackendCli, CpuRunRecordsItsBackend) {
   const fs::path out = dir_ / "cpu.h5";

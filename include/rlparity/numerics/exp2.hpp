@@ -9,6 +9,7 @@
 
 namespace rlp::num {
 
+// = exp2f_model (libm_model.hpp, shared with the CUDA kernels).
 float exp2_model(float x);
 // x[i] = exp2_model(x[i]) for i < n, 16 at a time where the CPU has AVX-512.
 void exp2_model_inplace(float* x, int n);

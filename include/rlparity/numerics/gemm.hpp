@@ -44,6 +44,13 @@ struct GemmConfig {
   Promotion promotion = Promotion::cublaslt;
 };
 
+// First index of part r when n items are split into `parts` contiguous ranges as evenly as
+// possible, the first n % parts ranges one longer (split-K ranges, fp8 slice ranges).
+RLP_HD int split_begin(int n, int parts, int r) {
+  const int base = n / parts, extra = n % parts;
+  return r * base + (r < extra ? r : extra);
+}
+
 RLP_HD float round_out(float y, OutRound r) {
   return r == OutRound::bf16 ? round_bf16(y) : (r == OutRound::fp16 ? round_fp16(y) : y);
 }
