@@ -79,13 +79,15 @@ float ref_hopper_step(const float* a, const float* b, int n, float c) {
   std::vector<double> t;
   for (int i = 0; i < n; ++i) t.push_back(static_cast<double>(a[i]) * static_cast<double>(b[i]));
   t.push_back(c);
+  auto exponent = [](double v) {  // floor(log2 |v|)
+    int e;
+    std::frexp(v, &e);
+    return e - 1;
+  };
   int emax = -100000;
-  for (double v : t)
-    if (v != 0.0) {
-      int e;
-      std::frexp(v, &e);
-      emax = std::max(emax, e - 1);
-    }
+  for (int i = 0; i <= n; ++i)
+    if (t[static_cast<size_t>(i)] != 0.0)  // products align on ea + eb, C on its own exponent
+      emax = std::max(emax, i < n ? exponent(a[i]) + exponent(b[i]) : exponent(c));
   if (emax == -100000) return c;
   const double unit = std::ldexp(1.0, emax - 13);
   double sum = 0.0;
@@ -437,6 +439,15 @@ TEST(NumericsGemm, HopperHandWorked) {
   std::vector<float> p(32, 1.875f);
   EXPECT_EQ(hopper_step(p.data(), p.data(), 32, 16385.0f), 16448.0f);
   EXPECT_EQ(ref_hopper_step(p.data(), p.data(), 32, 16385.0f), 16448.0f);
+  // A product aligns on the sum of its operands' exponents, not its own: 1.875 * 1.875 = 3.515625
+  // (own exponent 1, operands' 0 + 0) sets the unit to 2^-13, so the product 2^-7 * -2^-6 = -2^-13
+  // counts one unit: 28800 - 1 = 28799 units, 15 bits, truncated to 14: 28798 * 2^-13. Aligned on
+  // the product's own exponent (MMA-Sim's reading) the unit would be 2^-12 and -2^-13 would vanish.
+  {
+    const float pa[2] = {1.875f, 0x1p-7f}, pb[2] = {1.875f, -0x1p-6f};
+    EXPECT_EQ(hopper_step(pa, pb, 2, 0.0f), 28798.0f * 0x1p-13f);
+    EXPECT_EQ(ref_hopper_step(pa, pb, 2, 0.0f), 28798.0f * 0x1p-13f);
+  }
   // A 128-slice is four chained steps.
   std::vector<float> s(128, 0x1p-6f), w(128, 1.0f);
   s[0] = 256.0f;

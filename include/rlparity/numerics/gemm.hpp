@@ -72,13 +72,17 @@ void gemm_fp8_blockscaled(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, cons
 void gemm_f64(const double* X, const double* W, double* Y, int M, int N, int K);
 
 // ---- Hopper FP8 wgmma accumulation model -------------------------------------------------------
-// microsoft/MMA-Sim's description of sm_90 FP8 wgmma (k = 32 per instruction), as DESIGN section
-// 2 states it. One step takes the (up to) 32 exact products and the C input, and:
-//   1. emax = the largest exponent floor(log2|t|) over the non-zero terms;
+// Hopper's FP8 wgmma (k = 32 per instruction) as cuBLASLt's block-scaled GEMM computes it on an
+// H200, fitted bit for bit to the hardware (docs/cuda-backend.md: 32768 of 32768 fp32 outputs of an
+// M=64 N=512 K=1024 GEMM); microsoft/MMA-Sim's description (DESIGN section 2) with one correction in
+// step 1. One step takes the (up to) 32 exact products and the C input, and:
+//   1. emax = the largest alignment exponent over the non-zero terms: for a product a*b the sum of
+//      its operands' exponents floor(log2|a|) + floor(log2|b|) (the product itself may be up to
+//      4 x 2^emax: its mantissa product is not renormalized before alignment), for C its own;
 //   2. each term is aligned to emax and truncated toward zero to 13 fractional bits below emax's
 //      leading bit, i.e. to an integer multiple of 2^(emax - 13) (sign-magnitude truncation);
 //   3. the integers are summed exactly (int64);
-//   4. the sum is normalized and truncated toward zero to a 13-bit mantissa (1 leading bit + 13
+//   4. the sum is normalized and truncated toward zero to a 14-bit significand (1 leading bit + 13
 //      fraction bits), and that value (exact in fp32) is the new C.
 // A 128-slice is four such steps chained, C = 0 at the start of the slice. If any term is inf or
 // NaN the step returns the IEEE fp32 sum instead (NaN/inf propagate). All-zero terms return C.
@@ -101,7 +105,10 @@ RLP_HD float hopper_step(const float* a, const float* b, int n, float c) {
     const uint32_t ab = f32_bits(terms[i]) & 0x7FFFFFFFu;
     if (ab >= 0x7F800000u) special = true;
     else if (ab != 0) {
-      const int e = hopper_exponent(ab);
+      // A product aligns on the sum of its operands' exponents (its mantissa product, in [1, 4),
+      // is not renormalized first); C on its own exponent.
+      const int e = i < n ? hopper_exponent(f32_bits(a[i]) & 0x7FFFFFFFu) + hopper_exponent(f32_bits(b[i]) & 0x7FFFFFFFu)
+                          : hopper_exponent(ab);
       emax = e > emax ? e : emax;
     }
   }
