@@ -105,6 +105,21 @@ void CudaOps::residual_sum(const Mat& resid, const Mat& delta, Mat& out) const {
   to_host(out, o);
 }
 
+// Caller holds the lock. The path's activation quantization (1x128 blocks along K, its scale
+// convention) by the shared-numerics kernel, as the emulator's gemm quantizes: codes [Mp x K] (rows
+// past M zero, for cuBLASLt's padding) and scale_inv [M x ceil(K/128)] in scratch slots.
+void CudaOps::quantize_activations(const float* d_x, int M, int Mp, int K, uint8_t*& d_codes, float*& d_sinv) const {
+  const std::size_t kb = static_cast<std::size_t>((K + 127) / 128);
+  const std::size_t ncodes = static_cast<std::size_t>(Mp) * static_cast<std::size_t>(K);
+  d_codes = ctx_->scratch<uint8_t>(kCodes, ncodes);
+  if (Mp > M) RLP_CUDA_CHECK(cudaMemset(d_codes, 0, ncodes));
+  d_sinv = ctx_->scratch<float>(kScaleInv, static_cast<std::size_t>(M) * kb);
+  num::ScaleOptions opts;
+  opts.convention = style_.act_quant;
+  opts.pow2 = style_.pow2_scales;
+  quantize_blocks_device(d_x, M, K, 1, 128, opts, d_codes, d_sinv);
+}
+
 // Caller holds the lock. d_y receives [rows x out] floats.
 bool CudaOps::gemm(const Mat& x, const CudaLinear& lin, const PreparedLinear& host, bool out_fp32, bool decode_step,
                    float* d_y) const {
@@ -134,14 +149,10 @@ bool CudaOps::gemm(const Mat& x, const CudaLinear& lin, const PreparedLinear& ho
   const int Mp = (M + 15) / 16 * 16, kb = (K + 127) / 128;
   float* d_x = ctx_->scratch<float>(kA, size_of(x));
   to_device(d_x, x);
-  uint8_t* d_codes = ctx_->scratch<uint8_t>(kCodes, static_cast<std::size_t>(Mp) * static_cast<std::size_t>(K));
-  RLP_CUDA_CHECK(cudaMemset(d_codes, 0, static_cast<std::size_t>(Mp) * static_cast<std::size_t>(K)));
-  float* d_sinv = ctx_->scratch<float>(kScaleInv, static_cast<std::size_t>(M) * static_cast<std::size_t>(kb));
+  uint8_t* d_codes = nullptr;
+  float* d_sinv = nullptr;
+  quantize_activations(d_x, M, Mp, K, d_codes, d_sinv);
   float* d_svec = ctx_->scratch<float>(kScaleVec, static_cast<std::size_t>(Mp) * static_cast<std::size_t>(kb));
-  num::ScaleOptions opts;
-  opts.convention = style_.act_quant;
-  opts.pow2 = style_.pow2_scales;
-  quantize_blocks_device(d_x, M, K, 1, 128, opts, d_codes, d_sinv);
   kern::scales_to_vec128(d_sinv, M, kb, Mp, d_svec);
   if (ctx_->gemm().gemm_fp8(d_codes, d_svec, lin.codes.get(), lin.scales.get(), M, Mp, N, K, bias, out, d_y)) return true;
   ctx_->note_once(fmt::format("cuBLASLt offers no block-scaled FP8 algorithm for M={} N={} K={}; that linear of the "
@@ -166,13 +177,9 @@ bool CudaOps::gemm_exact(const Mat& x, const CudaLinear& lin, bool out_fp32, boo
   if (!lin.fp8) {
     kern::gemm_exact_f32acc(d_x, lin.w16.get(), style_.act == ActDtype::fp16, M, N, K, cfg, d_raw);
   } else {
-    const int kb = (K + 127) / 128;
-    uint8_t* d_codes = ctx_->scratch<uint8_t>(kCodes, static_cast<std::size_t>(M) * static_cast<std::size_t>(K));
-    float* d_sinv = ctx_->scratch<float>(kScaleInv, static_cast<std::size_t>(M) * static_cast<std::size_t>(kb));
-    num::ScaleOptions opts;
-    opts.convention = style_.act_quant;
-    opts.pow2 = style_.pow2_scales;
-    quantize_blocks_device(d_x, M, K, 1, 128, opts, d_codes, d_sinv);
+    uint8_t* d_codes = nullptr;
+    float* d_sinv = nullptr;
+    quantize_activations(d_x, M, M, K, d_codes, d_sinv);
     kern::Fp8GemmShape s;
     s.M = M;
     s.N = N;

@@ -63,6 +63,7 @@ class CudaOps {
   bool gemm(const Mat& x, const CudaLinear& lin, const PreparedLinear& host, bool out_fp32, bool decode_step,
             float* d_y) const;
   bool gemm_exact(const Mat& x, const CudaLinear& lin, bool out_fp32, bool decode_step, float* d_y) const;
+  void quantize_activations(const float* d_x, int M, int Mp, int K, uint8_t*& d_codes, float*& d_sinv) const;
   float eps() const { return static_cast<float>(spec_.rms_eps); }
 
   std::shared_ptr<CudaContext> ctx_;

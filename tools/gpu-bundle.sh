@@ -46,15 +46,7 @@ $PY -c 'import h5py' 2>/dev/null || PY=/usr/bin/python3
 # stories260K: the default replay (responses sampled once by the bf16 generation path), all
 # recipes the device check compares.
 "$RLP" replay --backend cpu --recipes bf16,fp8-gen,fp8-e2e,fp8-e2e-kv -q --force -o "$DIR/ref/stories-cpu.h5"
-$PY - "$DIR/ref/stories-cpu.h5" "$DIR/ref/stories-inputs.jsonl" <<'PY'
-import h5py, json, sys
-f = h5py.File(sys.argv[1], "r")
-ids, off, pl = f["/inputs/token_ids"][:], f["/inputs/seq_offsets"][:], f["/inputs/prompt_lengths"][:]
-with open(sys.argv[2], "w") as out:
-    for i in range(len(pl)):
-        seq = [int(t) for t in ids[off[i]:off[i + 1]]]
-        out.write(json.dumps({"id": f"s{i}", "prompt": seq[:pl[i]], "response": seq[pl[i]:]}) + "\n")
-PY
+$PY "$ROOT/tools/gpu-inputs.py" extract "$DIR/ref/stories-cpu.h5" "$DIR/ref/stories-inputs.jsonl"
 # The issue-4 benchmark: hidden 1024, intermediate 2816, 8 layers, 16/8 heads, vocab 32000, bf16;
 # 16 sequences of 64 prompt + 192 response tokens (random ids, responses given).
 CKPT=$BUILD/bench-ckpt
@@ -62,14 +54,7 @@ rm -rf "$CKPT"
 "$DIR/bin/rlparity_make_checkpoint" --arch llama --hidden 1024 --intermediate 2816 --layers 8 --heads 16 --kv-heads 8 \
   --vocab 32000 --max-pos 2048 --dtype bf16 --seed 7 --out "$CKPT" >/dev/null
 (cd "$CKPT" && sha256sum config.json model.safetensors) >"$DIR/ref/bench-ckpt.sha256"
-$PY - "$DIR/ref/bench-inputs.jsonl" <<'PY'
-import json, random, sys
-rng = random.Random(4)
-with open(sys.argv[1], "w") as f:
-    for i in range(16):
-        f.write(json.dumps({"id": f"b{i}", "prompt": [rng.randrange(3, 32000) for _ in range(64)],
-                            "response": [rng.randrange(3, 32000) for _ in range(192)]}) + "\n")
-PY
+$PY "$ROOT/tools/gpu-inputs.py" bench "$DIR/ref/bench-inputs.jsonl"
 "$RLP" replay --backend cpu --checkpoint "$CKPT" --inputs "$DIR/ref/bench-inputs.jsonl" --recipes bf16,fp8-gen,fp8-e2e \
   --no-oracle -q --force -o "$DIR/ref/bench-cpu.h5"
 du -sh "$DIR"

@@ -134,17 +134,7 @@ grep -E 'SKIPPED|FAILED|Failure|Expected|NMSE|differ|rror' "$WORK/cross_backend_
 tail -3 "$WORK/cross_backend_ops_test.log"
 
 # Inputs with responses, taken from a run file, so both backends replay identical tokens.
-extract_inputs() {  # RUN.h5 OUT.jsonl
-  python3 - "$1" "$2" <<'PY'
-import h5py, json, sys
-f = h5py.File(sys.argv[1], "r")
-ids, off, pl = f["/inputs/token_ids"][:], f["/inputs/seq_offsets"][:], f["/inputs/prompt_lengths"][:]
-with open(sys.argv[2], "w") as out:
-    for i in range(len(pl)):
-        seq = [int(t) for t in ids[off[i]:off[i + 1]]]
-        out.write(json.dumps({"id": f"s{i}", "prompt": seq[:pl[i]], "response": seq[pl[i]:]}) + "\n")
-PY
-}
+extract_inputs() { python3 "$ROOT/tools/gpu-inputs.py" extract "$1" "$2"; }  # RUN.h5 OUT.jsonl
 # Per recipe, the summary statistics of two run files side by side.
 side_by_side() {  # LABEL CPU.h5 CUDA.h5
   "$RLP" summary --json "$2" >"$WORK/$1-cpu.json" && "$RLP" summary --json "$3" >"$WORK/$1-cuda.json" || return 1
@@ -218,14 +208,7 @@ fi
 if [[ -n "$REF" && -f "$REF/bench-inputs.jsonl" ]]; then
   cp "$REF/bench-inputs.jsonl" "$WORK/bench-inputs.jsonl"
 else
-  python3 - "$WORK/bench-inputs.jsonl" <<'PY'
-import json, random, sys
-rng = random.Random(4)
-with open(sys.argv[1], "w") as f:
-    for i in range(16):
-        f.write(json.dumps({"id": f"b{i}", "prompt": [rng.randrange(3, 32000) for _ in range(64)],
-                            "response": [rng.randrange(3, 32000) for _ in range(192)]}) + "\n")
-PY
+  python3 "$ROOT/tools/gpu-inputs.py" bench "$WORK/bench-inputs.jsonl"
 fi
 B_CPU=$(reference bench)
 [[ -f "$B_CPU" || ! -d "$CKPT" ]] ||

@@ -467,6 +467,30 @@ void exact_fp8_case(Outputs& o, int M, int N, int K, int split_k, num::Promotion
   o.gpu = widen(g.data(), g.size());
 }
 
+// Attention on both backends: a prefill of 40 rows, then two decode steps; the outputs (and the
+// caches' contents when `caches`) compared.
+void attention_steps(Outputs& o, const EmulatedOps& c, const cuda::CudaOps& g, bool caches) {
+  using M = EmulatedOps::Mat;
+  auto cc = c.new_cache(64);
+  auto cg = g.new_cache(64);
+  int pos0 = 0;
+  for (int step = 0; step < 3; ++step) {
+    const int n = step == 0 ? 40 : 1;
+    const M q = mat(n, 256, 100u + static_cast<unsigned>(step), 1.0f);
+    const M k = mat(n, 128, 200u + static_cast<unsigned>(step), 1.0f);
+    const M v = mat(n, 128, 300u + static_cast<unsigned>(step), 1.0f);
+    M oc, og;
+    c.attention(0, q, k, v, pos0, cc, oc);
+    g.attention(0, q, k, v, pos0, cg, og);
+    append(o.cpu, oc);
+    append(o.gpu, og);
+    pos0 += n;
+  }
+  if (!caches) return;
+  for (const auto* m : {&cc.k[0], &cc.v[0]}) append(o.cpu, m->topRows(pos0));
+  for (const auto* m : {&cg.k[0], &cg.v[0]}) append(o.gpu, m->topRows(pos0));
+}
+
 // One layer's forward through run_path_group on both backends (the GPU in `mode`).
 void forward_case(Outputs& o, const PreparedWeights& w, const PathStyle& st, SequenceMode mode, cuda::GemmMode gm) {
   with_ops(o, w, st, nullptr, [&](const EmulatedOps& c, const cuda::CudaOps& g) {
@@ -644,7 +668,6 @@ std::vector<OpCase> cases() {
                    });
                  }});
   }
-  // Attention: a prefill of 40 rows, then two decode steps; outputs and cache contents compared.
   struct AttnVariant {
     const char* name;
     void (*tweak)(PathStyle&);
@@ -667,25 +690,7 @@ std::vector<OpCase> cases() {
                    kv.k = {0.02f};
                    kv.v = {0.01f};
                    with_ops(o, model().bf16, st, &kv, [&](const EmulatedOps& c, const cuda::CudaOps& g) {
-                     auto cc = c.new_cache(64);
-                     auto cg = g.new_cache(64);
-                     int pos0 = 0;
-                     for (int step = 0; step < 3; ++step) {
-                       const int n = step == 0 ? 40 : 1;
-                       const M q = mat(n, 256, 100u + static_cast<unsigned>(step), 1.0f);
-                       const M k = mat(n, 128, 200u + static_cast<unsigned>(step), 1.0f);
-                       const M v = mat(n, 128, 300u + static_cast<unsigned>(step), 1.0f);
-                       M oc, og;
-                       c.attention(0, q, k, v, pos0, cc, oc);
-                       g.attention(0, q, k, v, pos0, cg, og);
-                       append(o.cpu, oc);
-                       append(o.gpu, og);
-                       pos0 += n;
-                     }
-                     append(o.cpu, cc.k[0].topRows(pos0));
-                     append(o.cpu, cc.v[0].topRows(pos0));
-                     append(o.gpu, cg.k[0].topRows(pos0));
-                     append(o.gpu, cg.v[0].topRows(pos0));
+                     attention_steps(o, c, g, true);
                    });
                  }});
   }
@@ -829,21 +834,7 @@ std::vector<OpCase> cases() {
                    st.split_kv_partition = 16;
                    st.attn_block = 8;
                    with_ops(o, model().bf16, st, nullptr, [&](const EmulatedOps& c, const cuda::CudaOps& g) {
-                     auto cc = c.new_cache(64);
-                     auto cg = g.new_cache(64);
-                     int pos0 = 0;
-                     for (int step = 0; step < 3; ++step) {
-                       const int n = step == 0 ? 40 : 1;
-                       const M q = mat(n, 256, 100u + static_cast<unsigned>(step), 1.0f);
-                       const M k = mat(n, 128, 200u + static_cast<unsigned>(step), 1.0f);
-                       const M v = mat(n, 128, 300u + static_cast<unsigned>(step), 1.0f);
-                       M oc, og;
-                       c.attention(0, q, k, v, pos0, cc, oc);
-                       g.attention(0, q, k, v, pos0, cg, og);
-                       append(o.cpu, oc);
-                       append(o.gpu, og);
-                       pos0 += n;
-                     }
+                     attention_steps(o, c, g, false);
                    }, GM::exact);
                  }
                }});

@@ -57,36 +57,22 @@ static __constant__ uint64_t kExp2TabDev[32] = {RLP_EXP2F_TABLE};
 static __constant__ double kLogInvcDev[16] = {RLP_LOGF_INVC};
 static __constant__ double kLogLogcDev[16] = {RLP_LOGF_LOGC};
 static __constant__ double kLog2LogcDev[16] = {RLP_LOG2F_LOGC};
-#define RLP_LIBM_TABLE(name) (name##Dev)
-#else
-#define RLP_LIBM_TABLE(name) (name)
 #endif
 #undef RLP_EXP2F_TABLE
 #undef RLP_LOGF_INVC
 #undef RLP_LOGF_LOGC
 #undef RLP_LOG2F_LOGC
 
-RLP_HD uint64_t exp2_tab(uint64_t i) {
+// The table of the pass being compiled: the device's copy in device code, the host's otherwise.
 #if defined(__CUDA_ARCH__)
-  return kExp2TabDev[i];
+#define RLP_LIBM_TABLE(name) (name##Dev)
 #else
-  return kExp2Tab[i];
+#define RLP_LIBM_TABLE(name) (name)
 #endif
-}
-RLP_HD double log_invc(int i) {
-#if defined(__CUDA_ARCH__)
-  return kLogInvcDev[i];
-#else
-  return kLogInvc[i];
-#endif
-}
-RLP_HD double log_logc(int i, bool base2) {
-#if defined(__CUDA_ARCH__)
-  return base2 ? kLog2LogcDev[i] : kLogLogcDev[i];
-#else
-  return base2 ? kLog2Logc[i] : kLogLogc[i];
-#endif
-}
+RLP_HD uint64_t exp2_tab(uint64_t i) { return RLP_LIBM_TABLE(kExp2Tab)[i]; }
+RLP_HD double log_invc(int i) { return RLP_LIBM_TABLE(kLogInvc)[i]; }
+RLP_HD double log_logc(int i, bool base2) { return base2 ? RLP_LIBM_TABLE(kLog2Logc)[i] : RLP_LIBM_TABLE(kLogLogc)[i]; }
+#undef RLP_LIBM_TABLE
 
 RLP_HD double fma_d(double a, double b, double c) {
 #if defined(__CUDA_ARCH__)
@@ -158,37 +144,28 @@ RLP_HD float log_common(float x, bool base2) {
   return static_cast<float>(fma_d(y, r2, y0 + r));
 }
 
-}  // namespace libm_detail
-
-// glibc's exp2f.
-RLP_HD float exp2f_model(float x) {
-  using namespace libm_detail;
+// exp2 (base2 = true) or exp of x, glibc's shared scheme; special cases first (|x| >= 128 for
+// exp2f, >= 88 for expf: -inf, inf/NaN, overflow, underflow).
+RLP_HD float exp_common(float x, bool base2) {
   const uint32_t ux = f32_bits(x);
   const uint32_t abstop = (ux >> 20) & 0x7ffu;
-  if (abstop >= 0x430u) {  // |x| >= 128, inf or NaN
+  if (abstop >= (base2 ? 0x430u : 0x42bu)) {
     if (ux == 0xff800000u) return 0.0f;
     if (abstop >= 0x7f8u) return x + x;
-    if (x > 0.0f) return inf_f();
-    if (x <= -150.0f) return 0.0f;
-  }
-  return exp2_tail(static_cast<double>(x), 1.0, 0x1.8p+52 / 32, kC0, kC1, kC2);
-}
-
-// glibc's expf.
-RLP_HD float expf_model(float x) {
-  using namespace libm_detail;
-  const uint32_t ux = f32_bits(x);
-  const uint32_t abstop = (ux >> 20) & 0x7ffu;
-  if (abstop >= 0x42bu) {  // |x| >= 88, inf or NaN
-    if (ux == 0xff800000u) return 0.0f;
-    if (abstop >= 0x7f8u) return x + x;
-    if (x > 0x1.62e42ep6f) return inf_f();        // overflow
-    if (x < -0x1.9fe368p6f) return 0.0f;       // underflow to +0
+    if (base2 ? x > 0.0f : x > 0x1.62e42ep6f) return inf_f();
+    if (base2 ? x <= -150.0f : x < -0x1.9fe368p6f) return 0.0f;
   }
   constexpr double kN = 32.0;
+  if (base2) return exp2_tail(static_cast<double>(x), 1.0, 0x1.8p+52 / kN, kC0, kC1, kC2);
   return exp2_tail(static_cast<double>(x), 0x1.71547652b82fep+0 * kN, 0x1.8p+52, kC0 / kN / kN / kN, kC1 / kN / kN,
                    kC2 / kN);
 }
+
+}  // namespace libm_detail
+
+// glibc's exp2f and expf.
+RLP_HD float exp2f_model(float x) { return libm_detail::exp_common(x, true); }
+RLP_HD float expf_model(float x) { return libm_detail::exp_common(x, false); }
 
 // glibc's logf and log2f.
 RLP_HD float logf_model(float x) { return libm_detail::log_common(x, false); }
