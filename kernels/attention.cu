@@ -14,18 +14,29 @@ namespace {
 
 constexpr int kThreads = 128;
 
-__global__ void kv_write_kernel(const float* k, const float* v, float* K, float* V, int n, int width, int pos0, bool fp8,
-                                float ks, float vs) {
+// Row r of k/v to row pos0 + r of K/V (one sequence), or to row positions[r] of Ks[r]/Vs[r] (one
+// row per sequence); the stored value also to stage_k/stage_v when given.
+__global__ void kv_write_kernel(const float* k, const float* v, float* K, float* V, float* const* Ks, float* const* Vs,
+                                const int* positions, int n, int width, int pos0, bool fp8, float ks, float vs,
+                                float* stage_k, float* stage_v) {
   const std::size_t total = static_cast<std::size_t>(n) * static_cast<std::size_t>(width);
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= total) return;
-  const std::size_t dst = static_cast<std::size_t>(pos0) * static_cast<std::size_t>(width) + i;
-  K[dst] = fp8 ? num::round_e4m3_sat(k[i] / ks) : k[i];
-  V[dst] = fp8 ? num::round_e4m3_sat(v[i] / vs) : v[i];
+  const std::size_t r = i / static_cast<std::size_t>(width), c = i % static_cast<std::size_t>(width);
+  float* Kd = Ks ? Ks[r] : K;
+  float* Vd = Vs ? Vs[r] : V;
+  const std::size_t pos = positions ? static_cast<std::size_t>(positions[r]) : static_cast<std::size_t>(pos0) + r;
+  const std::size_t dst = pos * static_cast<std::size_t>(width) + c;
+  const float kv = fp8 ? num::round_e4m3_sat(k[i] / ks) : k[i];
+  const float vv = fp8 ? num::round_e4m3_sat(v[i] / vs) : v[i];
+  Kd[dst] = kv;
+  Vd[dst] = vv;
+  if (stage_k) stage_k[i] = kv;
+  if (stage_v) stage_v[i] = vv;
 }
 
 int partitions_for(const AttentionParams& p) {
-  const long long positions = static_cast<long long>(p.pos0) + p.n;
+  const long long positions = p.positions ? static_cast<long long>(p.max_position) + 1 : static_cast<long long>(p.pos0) + p.n;
   return static_cast<int>((positions + p.partition - 1) / p.partition);
 }
 
@@ -39,7 +50,11 @@ __global__ void attention_kernel(const float* q, const float* K, const float* V,
   __shared__ float st_m, st_l, sh_alpha, sh_mscaled, sh_mnew;
   const int r = static_cast<int>(blockIdx.x) / p.heads, h = static_cast<int>(blockIdx.x) % p.heads;
   const int hd = p.hd, width = p.kv_heads * hd, g = h / (p.heads / p.kv_heads);
-  const int last = p.pos0 + r;
+  const int last = p.positions ? p.positions[r] : p.pos0 + r;
+  if (p.Ks) {  // this row's own sequence
+    K = p.Ks[r];
+    V = p.Vs[r];
+  }
   const float c = p.c_log2;
   const float* qsrc = q + static_cast<std::size_t>(r) * static_cast<std::size_t>(p.heads * hd) + static_cast<std::size_t>(h) * hd;
   for (int d = static_cast<int>(threadIdx.x); d < hd; d += blockDim.x)
@@ -140,7 +155,17 @@ void kv_cache_write(const float* k, const float* v, float* K, float* V, int n, i
                     float k_scale, float v_scale) {
   const std::size_t total = static_cast<std::size_t>(n) * static_cast<std::size_t>(width);
   if (total == 0) return;
-  kv_write_kernel<<<blocks_for(total, 256), 256>>>(k, v, K, V, n, width, pos0, fp8, k_scale, v_scale);
+  kv_write_kernel<<<blocks_for(total, 256), 256>>>(k, v, K, V, nullptr, nullptr, nullptr, n, width, pos0, fp8, k_scale,
+                                                   v_scale, nullptr, nullptr);
+  RLP_CUDA_CHECK_LAUNCH("kv_write_kernel");
+}
+
+void kv_cache_write_rows(const float* k, const float* v, float* const* Ks, float* const* Vs, const int* positions,
+                         int n, int width, bool fp8, float k_scale, float v_scale, float* stage_k, float* stage_v) {
+  const std::size_t total = static_cast<std::size_t>(n) * static_cast<std::size_t>(width);
+  if (total == 0) return;
+  kv_write_kernel<<<blocks_for(total, 256), 256>>>(k, v, nullptr, nullptr, Ks, Vs, positions, n, width, 0, fp8, k_scale,
+                                                   v_scale, stage_k, stage_v);
   RLP_CUDA_CHECK_LAUNCH("kv_write_kernel");
 }
 

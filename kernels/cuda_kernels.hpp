@@ -51,6 +51,11 @@ void silu_mul(const float* gate, const float* up, float* out, std::size_t n, boo
 // satfinite_e4m3(x / scale) (vLLM). K, V: [capacity x width] device cache of one layer.
 void kv_cache_write(const float* k, const float* v, float* K, float* V, int n, int width, int pos0, bool fp8,
                     float k_scale, float v_scale);
+// The same for the rows of a decode step, one per sequence: row r goes to row positions[r] of the
+// caches Ks[r] / Vs[r] (device arrays of device pointers and positions), and also, as stored, to
+// row r of stage_k / stage_v [n x width] (for one download to the host caches).
+void kv_cache_write_rows(const float* k, const float* v, float* const* Ks, float* const* Vs, const int* positions,
+                         int n, int width, bool fp8, float k_scale, float v_scale, float* stage_k, float* stage_v);
 
 struct AttentionParams {
   int n = 0;          // query rows, at positions pos0 .. pos0 + n - 1
@@ -64,6 +69,13 @@ struct AttentionParams {
   float c_log2 = 0.0f;              // softmax_scale * (q_scale * k_scale if fp8) * log2(e), from the host
   Act act = Act::bf16;
   bool exact = false;               // exp2/log2 from the emulation's models (libm_model.hpp)
+  // Rows of different sequences (a decode step): row r attends over the cache Ks[r] / Vs[r] up to
+  // position positions[r] (device arrays; max_position = the largest, from the host). Null: the
+  // rows of one sequence at pos0 + r over the K / V passed to attention().
+  const float* const* Ks = nullptr;
+  const float* const* Vs = nullptr;
+  const int* positions = nullptr;
+  int max_position = 0;
 };
 // The largest attn_block / head_dim the kernel takes (shared memory); larger falls back.
 inline constexpr int kMaxAttentionBlock = 2048;

@@ -17,7 +17,7 @@ namespace {
 using Lock = std::lock_guard<std::mutex>;
 
 // Scratch slots of the context (each op uses them under the context lock).
-enum Slot { kA, kB, kC, kD, kE, kCodes, kScaleInv, kScaleVec, kPos, kX16, kScratch, kSlotCount };
+enum Slot { kA, kB, kC, kD, kE, kCodes, kScaleInv, kScaleVec, kPos, kX16, kScratch, kPtrs, kSlotCount };
 static_assert(kSlotCount <= CudaContext::kSlots);
 
 kern::Act act_of(const PathStyle& s) { return s.act == ActDtype::fp16 ? kern::Act::fp16 : kern::Act::bf16; }
@@ -245,47 +245,58 @@ CudaOps::Cache CudaOps::new_cache(int capacity) const {
   return c;
 }
 
-void CudaOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v, int pos0, Cache& cache, Mat& out) const {
-  if (!attention_gpu_ || !cache.dev) {
-    emu_.attention(layer, q, k, v, pos0, cache, out);
-    return;
-  }
-  const int n = static_cast<int>(q.rows()), hd = spec_.head_dim;
+// The kernel parameters of this path's attention for `n` rows at pos0 (the emulator's exponent
+// scale computed on the host exactly as it does); k_scale: the fp8 cache's key scale (1 for bf16).
+kern::AttentionParams CudaOps::attention_params(int layer, int n, int pos0, float& k_scale) const {
   const std::size_t li = static_cast<std::size_t>(layer);
-  Mat& K = cache.k[li];
-  Mat& V = cache.v[li];
-  if (pos0 + n > K.rows()) RLP_THROW("KV cache capacity {} exceeded at position {}", K.rows(), pos0 + n);
-  const int width = spec_.kv_heads * hd;
   const bool fp8 = style_.kv_cache == KvCacheDtype::fp8;
-  const float ks = fp8 ? kv_scales_.k[li] : 1.0f, vs = fp8 ? kv_scales_.v[li] : 1.0f;
-  const float qs = fp8 ? kv_scales_.q[li] : 1.0f;
   kern::AttentionParams p;
   p.n = n;
   p.pos0 = pos0;
   p.heads = spec_.heads;
   p.kv_heads = spec_.kv_heads;
-  p.hd = hd;
+  p.hd = spec_.head_dim;
   p.block = style_.attn_block;
   p.partition = style_.attention == AttentionKind::split_kv ? std::max(1, style_.split_kv_partition) : 0x7FFFFFFF;
   p.p_round = style_.attn_p_round;
   p.fp8 = fp8;
-  p.q_scale = qs;
-  p.v_scale = vs;
-  // The host computes the exponent scale exactly as the emulator does.
-  const float softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
-  p.c_log2 = softmax_scale * (fp8 ? qs * ks : 1.0f) * std::numbers::log2e_v<float>;
+  p.q_scale = fp8 ? kv_scales_.q[li] : 1.0f;
+  p.v_scale = fp8 ? kv_scales_.v[li] : 1.0f;
+  k_scale = fp8 ? kv_scales_.k[li] : 1.0f;
+  const float softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(p.hd)));
+  p.c_log2 = softmax_scale * (fp8 ? p.q_scale * k_scale : 1.0f) * std::numbers::log2e_v<float>;
   p.act = act_of(style_);
   p.exact = ctx_->exact();
-  out.resize(n, spec_.heads * hd);
-  const std::size_t capacity = static_cast<std::size_t>(K.rows()) * static_cast<std::size_t>(width);
+  return p;
+}
+
+// The device copy of one layer of a cache (allocated on first use; rows [0, pos) hold what earlier
+// calls wrote: a sequence fills its cache from position 0 up, one call after another).
+std::pair<float*, float*> CudaOps::device_kv(Cache& cache, int layer) const {
+  const std::size_t li = static_cast<std::size_t>(layer);
+  const std::size_t capacity = static_cast<std::size_t>(cache.k[li].rows()) *
+                               static_cast<std::size_t>(spec_.kv_heads * spec_.head_dim);
+  return {cache.dev->k[li].ensure(capacity), cache.dev->v[li].ensure(capacity)};
+}
+
+void CudaOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v, int pos0, Cache& cache, Mat& out) const {
+  if (!attention_gpu_ || !cache.dev) {
+    emu_.attention(layer, q, k, v, pos0, cache, out);
+    return;
+  }
+  const int n = static_cast<int>(q.rows());
+  const std::size_t li = static_cast<std::size_t>(layer);
+  Mat& K = cache.k[li];
+  Mat& V = cache.v[li];
+  if (pos0 + n > K.rows()) RLP_THROW("KV cache capacity {} exceeded at position {}", K.rows(), pos0 + n);
+  const int width = spec_.kv_heads * spec_.head_dim;
+  float ks = 1.0f;
+  const kern::AttentionParams p = attention_params(layer, n, pos0, ks);
+  out.resize(n, spec_.heads * spec_.head_dim);
   const std::size_t old = static_cast<std::size_t>(pos0) * static_cast<std::size_t>(width);
   const std::size_t fresh = static_cast<std::size_t>(n) * static_cast<std::size_t>(width);
   Lock lock(ctx_->mutex());
-  // The device cache holds rows [0, pos0) from earlier calls (a sequence fills its cache from
-  // position 0 up, one call after another); the new rows are written there as the emulator writes
-  // them, and copied to the host cache too.
-  float* dK = cache.dev->k[li].ensure(capacity);
-  float* dV = cache.dev->v[li].ensure(capacity);
+  const auto [dK, dV] = device_kv(cache, layer);
   float* dk = ctx_->scratch<float>(kC, fresh);
   float* dv = ctx_->scratch<float>(kD, fresh);
   float* dq = ctx_->scratch<float>(kE, size_of(q));
@@ -294,11 +305,69 @@ void CudaOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v, int
   to_device(dk, k);
   to_device(dv, v);
   to_device(dq, q);
-  kern::kv_cache_write(dk, dv, dK, dV, n, width, pos0, fp8, ks, vs);
+  kern::kv_cache_write(dk, dv, dK, dV, n, width, pos0, p.fp8, ks, p.v_scale);
+  // The host cache gets the new rows too (the emulator's attention and tests read it).
   RLP_CUDA_CHECK(cudaMemcpy(K.row(pos0).data(), dK + old, fresh * sizeof(float), cudaMemcpyDeviceToHost));
   RLP_CUDA_CHECK(cudaMemcpy(V.row(pos0).data(), dV + old, fresh * sizeof(float), cudaMemcpyDeviceToHost));
   kern::attention(dq, dK, dV, dout, p, dscratch);
   to_host(out, dout);
+}
+
+bool CudaOps::attention_rows(int layer, const Mat& q, const Mat& k, const Mat& v, const int* positions,
+                             const std::vector<Cache*>& caches, Mat& out) const {
+  const int n = static_cast<int>(q.rows()), width = spec_.kv_heads * spec_.head_dim;
+  const std::size_t li = static_cast<std::size_t>(layer);
+  bool on_gpu = attention_gpu_;
+  for (const Cache* c : caches) on_gpu = on_gpu && c->dev;
+  if (!on_gpu) return false;  // forward_decode calls attention() row by row
+  out.resize(n, spec_.heads * spec_.head_dim);
+  int max_position = 0;
+  for (int r = 0; r < n; ++r) {
+    const Mat& K = caches[static_cast<std::size_t>(r)]->k[li];
+    if (positions[r] + 1 > K.rows()) RLP_THROW("KV cache capacity {} exceeded at position {}", K.rows(), positions[r] + 1);
+    max_position = std::max(max_position, positions[r]);
+  }
+  float ks = 1.0f;
+  kern::AttentionParams p = attention_params(layer, n, 0, ks);
+  const std::size_t fresh = static_cast<std::size_t>(n) * static_cast<std::size_t>(width);
+  Lock lock(ctx_->mutex());
+  // Per-row cache pointers and positions, uploaded once per call (pointers, then positions).
+  std::vector<float*> ptrs(2 * static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    const auto [dK, dV] = device_kv(*caches[static_cast<std::size_t>(r)], layer);
+    ptrs[static_cast<std::size_t>(r)] = dK;
+    ptrs[static_cast<std::size_t>(n + r)] = dV;
+  }
+  auto** d_ptrs = ctx_->scratch<float*>(kPtrs, ptrs.size());
+  int* d_pos = ctx_->scratch<int>(kPos, static_cast<std::size_t>(n));
+  RLP_CUDA_CHECK(cudaMemcpy(d_ptrs, ptrs.data(), ptrs.size() * sizeof(float*), cudaMemcpyHostToDevice));
+  RLP_CUDA_CHECK(cudaMemcpy(d_pos, positions, static_cast<std::size_t>(n) * sizeof(int), cudaMemcpyHostToDevice));
+  p.Ks = d_ptrs;
+  p.Vs = d_ptrs + n;
+  p.positions = d_pos;
+  p.max_position = max_position;
+  float* dk = ctx_->scratch<float>(kC, fresh);
+  float* dv = ctx_->scratch<float>(kD, fresh);
+  float* dq = ctx_->scratch<float>(kE, size_of(q));
+  float* dout = ctx_->scratch<float>(kX16, size_of(out));
+  float* dscratch = ctx_->scratch<float>(kScratch, kern::attention_scratch_floats(p));
+  float* stage = ctx_->scratch<float>(kB, 2 * fresh);
+  to_device(dk, k);
+  to_device(dv, v);
+  to_device(dq, q);
+  kern::kv_cache_write_rows(dk, dv, d_ptrs, d_ptrs + n, d_pos, n, width, p.fp8, ks, p.v_scale, stage, stage + fresh);
+  kern::attention(dq, nullptr, nullptr, dout, p, dscratch);
+  to_host(out, dout);
+  // The host caches get their new rows too, from one download.
+  std::vector<float> rows(2 * fresh);
+  RLP_CUDA_CHECK(cudaMemcpy(rows.data(), stage, rows.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  for (int r = 0; r < n; ++r) {
+    Cache& c = *caches[static_cast<std::size_t>(r)];
+    const float* kr = rows.data() + static_cast<std::size_t>(r) * static_cast<std::size_t>(width);
+    std::copy(kr, kr + width, c.k[li].row(positions[r]).data());
+    std::copy(kr + fresh, kr + fresh + width, c.v[li].row(positions[r]).data());
+  }
+  return true;
 }
 
 void CudaOps::silu_mul(const Mat& gate, const Mat& up, Mat& out) const {

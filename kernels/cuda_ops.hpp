@@ -15,7 +15,10 @@
 // fp8-accum, decode batch as M) are not applied and a note says so; with exact they all are.
 #pragma once
 #include <memory>
+#include <utility>
 #include <vector>
+
+#include "cuda_kernels.hpp"
 
 #include "cuda_context.hpp"
 #include "cuda_weights.hpp"
@@ -50,6 +53,11 @@ class CudaOps {
   void head_norm(Mat& x, int layer, Proj which) const;
   void rope(Mat& q, Mat& k, const int* positions) const;
   void attention(int layer, const Mat& q, const Mat& k, const Mat& v, int pos0, Cache& cache, Mat& out) const;
+  // A decode step's rows, row r of sequence caches[r] at positions[r], in one launch; each row is
+  // computed exactly as attention() computes it alone. False (nothing done) when attention runs on
+  // the CPU emulator: forward_decode then calls attention() row by row.
+  bool attention_rows(int layer, const Mat& q, const Mat& k, const Mat& v, const int* positions,
+                      const std::vector<Cache*>& caches, Mat& out) const;
   void silu_mul(const Mat& gate, const Mat& up, Mat& out) const;
   void logprobs(const Mat& xn, Mat& out, bool decode_step = false) const;
 
@@ -64,6 +72,8 @@ class CudaOps {
             float* d_y) const;
   bool gemm_exact(const Mat& x, const CudaLinear& lin, bool out_fp32, bool decode_step, float* d_y) const;
   void quantize_activations(const float* d_x, int M, int Mp, int K, uint8_t*& d_codes, float*& d_sinv) const;
+  kern::AttentionParams attention_params(int layer, int n, int pos0, float& k_scale) const;
+  std::pair<float*, float*> device_kv(Cache& cache, int layer) const;
   float eps() const { return static_cast<float>(spec_.rms_eps); }
 
   std::shared_ptr<CudaContext> ctx_;

@@ -3,9 +3,10 @@
 # then every ctest label (unit, slow, gpu: gpu tests skip themselves without a GPU); then the
 # ASan+UBSan build of the suite (asan preset, warnings are errors; labels slow, gpu, browser and
 # heavy excluded there) and a bounded libFuzzer run of every parser (tools/fuzz.sh). Measured from a
-# clean clone on a 2-core machine with the packages already installed (2026-12-03): ci build 5.8
-# min (the CUDA kernels included), ci tests 1.9 min, asan build 4.8 min, asan tests 0.8 min, fuzz
-# 2.9 min: 16.3 min in all; a fresh machine adds the apt installs.
+# clean clone on a 2-core machine with the packages already installed (2026-12-04): ci build 6.8
+# min (the CUDA kernels included), ci tests 3.5 min (the exhaustive libm-model test ~1 min), asan
+# build 6.3 min, asan tests 1.7 min, fuzz 3.0 min: 21.3 min in all; a fresh machine adds the apt
+# installs.
 #
 # RLPARITY_SKIP_ASAN=1 / RLPARITY_SKIP_FUZZ=1 skip those stages (local iteration only);
 # RLPARITY_FUZZ_SECONDS sets the per-target fuzzing time (default 20).

@@ -81,6 +81,11 @@ void forward_decode(const Ops& ops, const std::vector<typename Ops::Cache*>& cac
   using Mat = typename Ops::Mat;
   const int n = static_cast<int>(caches.size());
   auto attend = [&](int l, const Mat& q, const Mat& k, const Mat& v, Mat& out) {
+    // An Ops may attend all rows in one call (the CUDA backend: one launch per layer and step),
+    // computing each row exactly as the one-row calls below do; false when it does not.
+    if constexpr (requires { ops.attention_rows(l, q, k, v, positions, caches, out); }) {
+      if (ops.attention_rows(l, q, k, v, positions, caches, out)) return;
+    }
     out.resize(n, ops.spec().heads * ops.spec().head_dim);
     Mat qr, kr, vr, orow;
     for (int r = 0; r < n; ++r) {
