@@ -165,7 +165,7 @@ bool CudaOps::gemm(const Mat& x, const CudaLinear& lin, const PreparedLinear& ho
 // sees the decode batch during decode steps), the emulator's order, bias in the fp32 epilogue.
 bool CudaOps::gemm_exact(const Mat& x, const CudaLinear& lin, bool out_fp32, bool decode_step, float* d_y) const {
   const int M = static_cast<int>(x.rows()), N = lin.out, K = lin.in;
-  if (lin.fp8 && (!lin.fp8_on_gpu || lin.block_cols != 128)) return false;  // the emulator reports the problem
+  if (lin.fp8 && lin.block_cols != 128) return false;  // the emulator reports the problem
   num::GemmConfig cfg = style_.gemm_config(decode_step ? style_.batch : M, K);
   const num::OutRound act_round = cfg.out;
   const bool has_bias = !lin.bias.empty();

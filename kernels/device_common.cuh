@@ -44,6 +44,32 @@ __device__ inline float block_max(float v, float* shared) {
   return r;
 }
 
+// How a block walks a row of n for a reduction: with `exact` thread 0 takes every element in order
+// (the emulator's sequential chain) and the others none; else each thread takes a stride.
+struct RowWalk {
+  int first, step;
+};
+__device__ __forceinline__ RowWalk row_walk(int n, bool exact) {
+  if (exact) return {threadIdx.x == 0 ? 0 : n, 1};
+  return {static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
+}
+// Thread 0's value, to every thread of the block.
+__device__ inline float from_thread0(float v, float* shared) {
+  if (threadIdx.x == 0) shared[0] = v;
+  __syncthreads();
+  const float r = shared[0];
+  __syncthreads();
+  return r;
+}
+// The row's sum / maximum after row_walk, in every thread: thread 0's sequential chain (exact), or
+// the block tree reduction of the threads' partials.
+__device__ inline float row_sum(float partial, bool exact, float* shared) {
+  return exact ? from_thread0(partial, shared) : block_sum(partial, shared);
+}
+__device__ inline float row_max(float partial, bool exact, float* shared) {
+  return exact ? from_thread0(partial, shared) : block_max(partial, shared);
+}
+
 // The float transcendentals: the device's own (within 2 ulp), or with `exact` the emulation's
 // glibc models (libm_model.hpp), the very functions the CPU emulator calls.
 __device__ __forceinline__ float exp_f(float x, bool exact) { return exact ? num::expf_model(x) : expf(x); }

@@ -3,6 +3,8 @@
 // The order is a property of each output element (its own fma chain over K, cut into split-K
 // ranges and k-chunks), so any tiling that keeps every element's chain in increasing k gives the
 // same bits; no tensor cores (their accumulation order is the hardware's).
+#include <algorithm>
+
 #include "device_common.cuh"
 #include "rlparity/numerics/gemm.hpp"
 
@@ -77,7 +79,6 @@ __global__ void fp8_kernel(const uint8_t* __restrict__ Xc, const float* __restri
   const int K = s.K, B = s.block_cols;
   const int slices = (K + B - 1) / B;
   const int S = max(1, min(cfg.split_k, max(slices, 1)));
-  const int xcb = slices, wcb = slices;
   const uint8_t* xr = Xc + static_cast<std::size_t>(m) * K;
   const uint8_t* wr = Wc + static_cast<std::size_t>(n) * K;
   const bool deepgemm = cfg.promotion == num::Promotion::deepgemm;
@@ -100,8 +101,8 @@ __global__ void fp8_kernel(const uint8_t* __restrict__ Xc, const float* __restri
       } else {
         for (int k = k0; k < k0 + len; ++k) p = fmaf(xlut[xr[k]], wlut[wr[k]], p);
       }
-      const float sa = Xs[static_cast<std::size_t>(m) * xcb + sl];
-      const float sb = Wsc[static_cast<std::size_t>(n / s.w_block_rows) * wcb + sl];
+      const float sa = Xs[static_cast<std::size_t>(m) * slices + sl];
+      const float sb = Wsc[static_cast<std::size_t>(n / s.w_block_rows) * slices + sl];
       y = deepgemm ? fmaf(sa * sb, p, y) : fmaf(p * sa, sb, y);
     }
     tot = r == 0 ? y : tot + y;
@@ -114,7 +115,7 @@ __global__ void fp8_kernel(const uint8_t* __restrict__ Xc, const float* __restri
 void gemm_exact_f32acc(const float* X, const uint16_t* W, bool fp16, int M, int N, int K, const num::GemmConfig& cfg,
                        float* Y) {
   if (M <= 0 || N <= 0) return;
-  const int S = K > 0 ? (cfg.split_k < K ? (cfg.split_k > 0 ? cfg.split_k : 1) : K) : 1;
+  const int S = std::max(1, std::min(cfg.split_k, K));  // the emulator's range count (k_segments); 1 when K = 0
   const dim3 grid(static_cast<unsigned>((N + kTile - 1) / kTile), static_cast<unsigned>((M + kTile - 1) / kTile));
   f32acc_kernel<<<grid, 256>>>(X, W, fp16, M, N, K, S, cfg.k_chunk, cfg.out, Y);
   RLP_CUDA_CHECK_LAUNCH("f32acc_kernel");

@@ -16,11 +16,8 @@ __global__ void add_rms_norm_kernel(float* resid, const float* delta, const floa
   const std::size_t base = static_cast<std::size_t>(blockIdx.x) * static_cast<std::size_t>(n);
   float* res = resid + base;
   float sum = 0.0f;
-  // exact: thread 0 walks the row in order (the emulator's sequential chain); else every thread
-  // takes a stride and a block tree reduction sums them.
-  const int first = exact ? (threadIdx.x == 0 ? 0 : n) : static_cast<int>(threadIdx.x);
-  const int step = exact ? 1 : static_cast<int>(blockDim.x);
-  for (int i = first; i < n; i += step) {
+  const RowWalk walk = row_walk(n, exact);
+  for (int i = walk.first; i < n; i += walk.step) {
     const float z = delta ? res[i] + delta[base + i] : res[i];
     const float stored = resid_fp32 ? z : round_act(z, act);
     res[i] = stored;
@@ -28,13 +25,7 @@ __global__ void add_rms_norm_kernel(float* resid, const float* delta, const floa
     const float v = fused ? z : stored;
     sum = fmaf(v, v, sum);
   }
-  if (exact) {
-    if (threadIdx.x == 0) red[0] = sum;
-    __syncthreads();
-    sum = red[0];
-  } else {
-    sum = block_sum(sum, red);
-  }
+  sum = row_sum(sum, exact, red);
   const float var = sum / static_cast<float>(n);
   const float r = inv_sqrt(var + eps, exact);
   for (int i = static_cast<int>(threadIdx.x); i < n; i += blockDim.x) {
@@ -50,17 +41,9 @@ __global__ void head_rms_norm_kernel(float* x, const float* w, int cols, int hd,
   const int row = static_cast<int>(blockIdx.x) / heads, h = static_cast<int>(blockIdx.x) % heads;
   float* seg = x + static_cast<std::size_t>(row) * static_cast<std::size_t>(cols) + static_cast<std::size_t>(h) * hd;
   float sum = 0.0f;
-  if (exact) {
-    if (threadIdx.x == 0) {
-      for (int i = 0; i < hd; ++i) sum = fmaf(seg[i], seg[i], sum);
-      red[0] = sum;
-    }
-    __syncthreads();
-    sum = red[0];
-  } else {
-    for (int i = static_cast<int>(threadIdx.x); i < hd; i += blockDim.x) sum = fmaf(seg[i], seg[i], sum);
-    sum = block_sum(sum, red);
-  }
+  const RowWalk walk = row_walk(hd, exact);
+  for (int i = walk.first; i < hd; i += walk.step) sum = fmaf(seg[i], seg[i], sum);
+  sum = row_sum(sum, exact, red);
   const float r = inv_sqrt(sum / static_cast<float>(hd) + eps, exact);
   for (int i = static_cast<int>(threadIdx.x); i < hd; i += blockDim.x) {
     const float v = seg[i];

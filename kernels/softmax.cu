@@ -9,24 +9,13 @@ constexpr int kThreads = 256;
 __global__ void log_softmax_kernel(float* x, int cols, bool exact) {
   __shared__ float redf[kThreads];
   float* row = x + static_cast<std::size_t>(blockIdx.x) * static_cast<std::size_t>(cols);
+  // exact: the emulator's order (thread 0 takes the max and the sum along the row).
+  const RowWalk walk = row_walk(cols, exact);
   float m = -INFINITY, sum = 0.0f;
-  if (exact) {
-    // The emulator's order: thread 0 takes the max and the sum along the row.
-    if (threadIdx.x == 0) {
-      for (int i = 0; i < cols; ++i) m = (m < row[i]) ? row[i] : m;
-      for (int i = 0; i < cols; ++i) sum += num::expf_model(row[i] - m);
-      redf[0] = m;
-      redf[1] = sum;
-    }
-    __syncthreads();
-    m = redf[0];
-    sum = redf[1];
-  } else {
-    for (int i = static_cast<int>(threadIdx.x); i < cols; i += blockDim.x) m = (m < row[i]) ? row[i] : m;
-    m = block_max(m, redf);
-    for (int i = static_cast<int>(threadIdx.x); i < cols; i += blockDim.x) sum = sum + expf(row[i] - m);
-    sum = block_sum(sum, redf);
-  }
+  for (int i = walk.first; i < cols; i += walk.step) m = (m < row[i]) ? row[i] : m;
+  m = row_max(m, exact, redf);
+  for (int i = walk.first; i < cols; i += walk.step) sum = sum + exp_f(row[i] - m, exact);
+  sum = row_sum(sum, exact, redf);
   const float lse = m + log_f(sum, exact);
   for (int i = static_cast<int>(threadIdx.x); i < cols; i += blockDim.x) row[i] = row[i] - lse;
 }

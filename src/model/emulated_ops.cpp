@@ -484,7 +484,7 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
           const float m_old = m_st[si];
           const float m_new = max_scores(sl, nk, m_old);
           const float m_scaled = m_new * c_log2;
-          const float alpha = num::exp2_model(m_old * c_log2 - m_scaled);  // 0 on the first block
+          const float alpha = num::exp2f_model(m_old * c_log2 - m_scaled);  // 0 on the first block
           float l = l_st[si] * alpha;
           for (int d = 0; d < hd; ++d) acc[d] *= alpha;
           for (int j = 0; j < nk; ++j) pl[j] = std::fma(sl[j], c_log2, -m_scaled);
@@ -564,9 +564,9 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
             lse_max = std::max(lse_max, lse[static_cast<std::size_t>(i)]);
           }
           float sum = 0.0f;
-          for (float x : lse) sum += num::exp2_model(x - lse_max);
+          for (float x : lse) sum += num::exp2f_model(x - lse_max);
           const float lse_all = lse_max + num::log2f_model(sum);
-          for (float& x : lse) x = num::exp2_model(x - lse_all);  // now each partition's weight
+          for (float& x : lse) x = num::exp2f_model(x - lse_all);  // now each partition's weight
           for (int d = 0; d < hd; ++d) {
             float acc = 0.0f;
             for (int i = 0; i < np; ++i)

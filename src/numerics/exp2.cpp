@@ -24,8 +24,6 @@ constexpr uint32_t kTop128 = 0x430;  // top 12 bits of 128.0f
 
 }  // namespace
 
-float exp2_model(float x) { return exp2f_model(x); }
-
 void exp2_model_inplace(float* x, int n) {
   int i = 0;
 #if defined(__AVX512F__)
@@ -65,10 +63,10 @@ void exp2_model_inplace(float* x, int n) {
     _mm256_storeu_ps(x + i + 8, half(_mm256_loadu_ps(in + 8)));
     if (special)
       for (int j = 0; j < 16; ++j)
-        if (special & (1u << j)) x[i + j] = exp2_model(in[j]);
+        if (special & (1u << j)) x[i + j] = exp2f_model(in[j]);
   }
 #endif
-  for (; i < n; ++i) x[i] = exp2_model(x[i]);
+  for (; i < n; ++i) x[i] = exp2f_model(x[i]);
 }
 
 }  // namespace rlp::num

@@ -573,18 +573,19 @@ std::vector<OpCase> cases() {
   // the Hopper model with products aligned on their operands' exponent sum (gemm.hpp) 100%, so
   // that case is held bitwise. With non-power-of-2 scales the promotion formula shows: cuBLASLt
   // scales by fl(sa*sb) first (the emulator's `deepgemm` promotion: 100%, held bitwise), not by
-  // TransformerEngine's reference formula (`cublaslt`: 47.5%). The NMSE bounds still fail on a
-  // wrong scale layout or pairing (NMSE ~1).
+  // TransformerEngine's reference formula (`cublaslt`: 47.5%). The two cases that do not match are
+  // held just above the NMSE measured there (6.0e-8 and 4.2e-15; fixed seeds): a change of either
+  // model or of cuBLASLt shows.
   using SA = num::SliceAccum;
   using PR0 = num::Promotion;
-  t.push_back({"gemm-fp8", "M=64 N=512 K=1024 pow2 fp32-out, fp32 slices", 1e-6, Fmt::f32, [](Outputs& o) {
+  t.push_back({"gemm-fp8", "M=64 N=512 K=1024 pow2 fp32-out, fp32 slices", 1e-7, Fmt::f32, [](Outputs& o) {
                  gemm_fp8_case(o, {64, 512, 1024, num::ScaleConvention::te, true, num::OutRound::fp32, SA::fp32});
                }});
   t.push_back({"gemm-fp8", "M=64 N=512 K=1024 pow2 fp32-out, hopper slices", 0, Fmt::f32, [](Outputs& o) {
                  gemm_fp8_case(o, {64, 512, 1024, num::ScaleConvention::te, true, num::OutRound::fp32, SA::hopper});
                }});
   for (auto [name, promo, bound] :
-       {std::tuple{"M=64 N=512 K=1024 te fp32-out, hopper, cublaslt promotion", PR0::cublaslt, 1e-6},
+       {std::tuple{"M=64 N=512 K=1024 te fp32-out, hopper, cublaslt promotion", PR0::cublaslt, 1e-14},
         std::tuple{"M=64 N=512 K=1024 te fp32-out, hopper, deepgemm promotion", PR0::deepgemm, 0.0}})
     t.push_back({"gemm-fp8", name, bound, Fmt::f32, [promo](Outputs& o) {
                    Fp8GemmCase c{64, 512, 1024, num::ScaleConvention::te, false, num::OutRound::fp32, SA::hopper};

@@ -1,4 +1,4 @@
-// The emulation's expf, exp2f, logf and log2f against the host's glibc functions on every one of
+// The emulation's expf, logf and log2f against the host's glibc functions on every one of
 // the 2^32 float patterns (label `slow`; the unit suite checks a dense sample).
 #include "unit/libm_model_test_util.hpp"
 

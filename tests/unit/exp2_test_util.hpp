@@ -10,11 +10,12 @@
 #include <vector>
 
 #include "rlparity/numerics/exp2.hpp"
+#include "rlparity/numerics/libm_model.hpp"
 #include "rlparity/util/parallel.hpp"
 
 namespace rlp_test {
 
-using rlp::num::exp2_model;
+using rlp::num::exp2f_model;
 using rlp::num::exp2_model_inplace;
 
 inline float from_bits(uint32_t u) {
@@ -45,7 +46,7 @@ inline uint64_t check_range(uint64_t lo, uint64_t hi, uint64_t step) {
       exp2_model_inplace(vec.data(), static_cast<int>(vec.size()));
       for (std::size_t i = 0; i < v.size(); ++i) {
         const float want = std::exp2(v[i]);
-        const float s = exp2_model(v[i]);
+        const float s = exp2f_model(v[i]);
         if (bits(s) != bits(want) || bits(vec[i]) != bits(want)) {
           if (bad.fetch_add(1) < 5)
             ADD_FAILURE() << "x=" << v[i] << " (0x" << std::hex << bits(v[i]) << ") std::exp2 0x" << bits(want)

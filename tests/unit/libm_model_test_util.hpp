@@ -20,9 +20,9 @@ struct LibmPair {
   float (*host)(float);
 };
 
+// exp2f_model is held against std::exp2 with its vector form (exp2_test_util.hpp).
 inline const LibmPair kLibmPairs[] = {
     {"expf", rlp::num::expf_model, [](float x) { return std::exp(x); }},
-    {"exp2f", rlp::num::exp2f_model, [](float x) { return std::exp2(x); }},
     {"logf", rlp::num::logf_model, [](float x) { return std::log(x); }},
     {"log2f", rlp::num::log2f_model, [](float x) { return std::log2(x); }},
 };
