@@ -16,16 +16,17 @@ constexpr int kThreads = 128;
 
 // Row r of k/v to row pos0 + r of K/V (one sequence), or to row positions[r] of Ks[r]/Vs[r] (one
 // row per sequence); the stored value also to stage_k/stage_v when given.
-__global__ void kv_write_kernel(const float* k, const float* v, float* K, float* V, float* const* Ks, float* const* Vs,
-                                const int* positions, int n, int width, int pos0, bool fp8, float ks, float vs,
-                                float* stage_k, float* stage_v) {
+__global__ void kv_write_kernel(const float* k, const float* v, float* K, float* V, float* const* Ks,
+                                float* const* Vs, const int* positions, int n, int width, int pos0, bool fp8,
+                                float ks, float vs, float* stage_k, float* stage_v) {
   const std::size_t total = static_cast<std::size_t>(n) * static_cast<std::size_t>(width);
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= total) return;
   const std::size_t r = i / static_cast<std::size_t>(width), c = i % static_cast<std::size_t>(width);
   float* Kd = Ks ? Ks[r] : K;
   float* Vd = Vs ? Vs[r] : V;
-  const std::size_t pos = positions ? static_cast<std::size_t>(positions[r]) : static_cast<std::size_t>(pos0) + r;
+  const std::size_t pos =
+      positions ? static_cast<std::size_t>(positions[r]) : static_cast<std::size_t>(pos0) + r;
   const std::size_t dst = pos * static_cast<std::size_t>(width) + c;
   const float kv = fp8 ? num::round_e4m3_sat(k[i] / ks) : k[i];
   const float vv = fp8 ? num::round_e4m3_sat(v[i] / vs) : v[i];
@@ -36,17 +37,18 @@ __global__ void kv_write_kernel(const float* k, const float* v, float* K, float*
 }
 
 int partitions_for(const AttentionParams& p) {
-  const long long positions = p.positions ? static_cast<long long>(p.max_position) + 1 : static_cast<long long>(p.pos0) + p.n;
+  const long long positions =
+      p.positions ? static_cast<long long>(p.max_position) + 1 : static_cast<long long>(p.pos0) + p.n;
   return static_cast<int>((positions + p.partition - 1) / p.partition);
 }
 
-__global__ void attention_kernel(const float* q, const float* K, const float* V, float* out, AttentionParams p,
-                                 int max_parts, float* scratch) {
+__global__ void attention_kernel(const float* q, const float* K, const float* V, float* out,
+                                 AttentionParams p, int max_parts, float* scratch) {
   extern __shared__ float sh[];
-  float* qrow = sh;                 // hd
-  float* acc = qrow + p.hd;         // hd
-  float* s = acc + p.hd;            // block
-  float* pr = s + p.block;          // block
+  float* qrow = sh;          // hd
+  float* acc = qrow + p.hd;  // hd
+  float* s = acc + p.hd;     // block
+  float* pr = s + p.block;   // block
   __shared__ float st_m, st_l, sh_alpha, sh_mscaled, sh_mnew;
   const int r = static_cast<int>(blockIdx.x) / p.heads, h = static_cast<int>(blockIdx.x) % p.heads;
   const int hd = p.hd, width = p.kv_heads * hd, g = h / (p.heads / p.kv_heads);
@@ -56,15 +58,19 @@ __global__ void attention_kernel(const float* q, const float* K, const float* V,
     V = p.Vs[r];
   }
   const float c = p.c_log2;
-  const float* qsrc = q + static_cast<std::size_t>(r) * static_cast<std::size_t>(p.heads * hd) + static_cast<std::size_t>(h) * hd;
+  const float* qsrc = q + static_cast<std::size_t>(r) * static_cast<std::size_t>(p.heads * hd) +
+                      static_cast<std::size_t>(h) * hd;
   for (int d = static_cast<int>(threadIdx.x); d < hd; d += blockDim.x)
     qrow[d] = p.fp8 ? num::round_e4m3_sat(qsrc[d] / p.q_scale) : qsrc[d];
   const int nparts = static_cast<int>((static_cast<long long>(last) + p.partition) / p.partition);
-  float* my_scratch = scratch + static_cast<std::size_t>(blockIdx.x) * static_cast<std::size_t>(max_parts) * (hd + 2);
-  float* o = out + static_cast<std::size_t>(r) * static_cast<std::size_t>(p.heads * hd) + static_cast<std::size_t>(h) * hd;
+  float* my_scratch =
+      scratch + static_cast<std::size_t>(blockIdx.x) * static_cast<std::size_t>(max_parts) * (hd + 2);
+  float* o = out + static_cast<std::size_t>(r) * static_cast<std::size_t>(p.heads * hd) +
+             static_cast<std::size_t>(h) * hd;
   for (int pi = 0; pi < nparts; ++pi) {
     const int p0 = static_cast<int>(static_cast<long long>(pi) * p.partition);
-    const int p1 = static_cast<int>(min(static_cast<long long>(p0) + p.partition - 1, static_cast<long long>(last)));
+    const int p1 =
+        static_cast<int>(min(static_cast<long long>(p0) + p.partition - 1, static_cast<long long>(last)));
     if (threadIdx.x == 0) {
       st_m = -std::numeric_limits<float>::infinity();
       st_l = 0.0f;
@@ -74,7 +80,8 @@ __global__ void attention_kernel(const float* q, const float* K, const float* V,
     for (int b0 = p0; b0 <= p1; b0 += p.block) {
       const int b1 = min(b0 + p.block - 1, p1);
       for (int j = b0 + static_cast<int>(threadIdx.x); j <= b1; j += blockDim.x) {
-        const float* kr = K + static_cast<std::size_t>(j) * static_cast<std::size_t>(width) + static_cast<std::size_t>(g) * hd;
+        const float* kr = K + static_cast<std::size_t>(j) * static_cast<std::size_t>(width) +
+                          static_cast<std::size_t>(g) * hd;
         float dot = 0.0f;
         for (int d = 0; d < hd; ++d) dot = fmaf(qrow[d], kr[d], dot);
         s[j - b0] = dot;
@@ -106,14 +113,16 @@ __global__ void attention_kernel(const float* q, const float* K, const float* V,
       for (int d = static_cast<int>(threadIdx.x); d < hd; d += blockDim.x) {
         float a = acc[d] * sh_alpha;
         const float* vcol = V + static_cast<std::size_t>(g) * hd + d;
-        for (int j = b0; j <= b1; ++j) a = fmaf(pr[j - b0], vcol[static_cast<std::size_t>(j) * static_cast<std::size_t>(width)], a);
+        for (int j = b0; j <= b1; ++j)
+          a = fmaf(pr[j - b0], vcol[static_cast<std::size_t>(j) * static_cast<std::size_t>(width)], a);
         acc[d] = a;
       }
       __syncthreads();
     }
     if (nparts == 1) {
       const float inv = 1.0f / st_l;
-      for (int d = static_cast<int>(threadIdx.x); d < hd; d += blockDim.x) o[d] = round_act(acc[d] * inv * p.v_scale, p.act);
+      for (int d = static_cast<int>(threadIdx.x); d < hd; d += blockDim.x)
+        o[d] = round_act(acc[d] * inv * p.v_scale, p.act);
       return;
     }
     float* slot = my_scratch + static_cast<std::size_t>(pi) * (hd + 2);
@@ -135,7 +144,8 @@ __global__ void attention_kernel(const float* q, const float* K, const float* V,
       lse_max = (lse_max < lse) ? lse : lse_max;
     }
     float sum = 0.0f;
-    for (int i = 0; i < nparts; ++i) sum = sum + exp2_f(my_scratch[static_cast<std::size_t>(i) * (hd + 2)] - lse_max, p.exact);
+    for (int i = 0; i < nparts; ++i)
+      sum = sum + exp2_f(my_scratch[static_cast<std::size_t>(i) * (hd + 2)] - lse_max, p.exact);
     lse_all = lse_max + log2_f(sum, p.exact);
   }
   __syncthreads();
@@ -155,17 +165,18 @@ void kv_cache_write(const float* k, const float* v, float* K, float* V, int n, i
                     float k_scale, float v_scale) {
   const std::size_t total = static_cast<std::size_t>(n) * static_cast<std::size_t>(width);
   if (total == 0) return;
-  kv_write_kernel<<<blocks_for(total, 256), 256>>>(k, v, K, V, nullptr, nullptr, nullptr, n, width, pos0, fp8, k_scale,
-                                                   v_scale, nullptr, nullptr);
+  kv_write_kernel<<<blocks_for(total, 256), 256>>>(k, v, K, V, nullptr, nullptr, nullptr, n, width, pos0, fp8,
+                                                   k_scale, v_scale, nullptr, nullptr);
   RLP_CUDA_CHECK_LAUNCH("kv_write_kernel");
 }
 
-void kv_cache_write_rows(const float* k, const float* v, float* const* Ks, float* const* Vs, const int* positions,
-                         int n, int width, bool fp8, float k_scale, float v_scale, float* stage_k, float* stage_v) {
+void kv_cache_write_rows(const float* k, const float* v, float* const* Ks, float* const* Vs,
+                         const int* positions, int n, int width, bool fp8, float k_scale, float v_scale,
+                         float* stage_k, float* stage_v) {
   const std::size_t total = static_cast<std::size_t>(n) * static_cast<std::size_t>(width);
   if (total == 0) return;
-  kv_write_kernel<<<blocks_for(total, 256), 256>>>(k, v, nullptr, nullptr, Ks, Vs, positions, n, width, 0, fp8, k_scale,
-                                                   v_scale, stage_k, stage_v);
+  kv_write_kernel<<<blocks_for(total, 256), 256>>>(k, v, nullptr, nullptr, Ks, Vs, positions, n, width, 0,
+                                                   fp8, k_scale, v_scale, stage_k, stage_v);
   RLP_CUDA_CHECK_LAUNCH("kv_write_kernel");
 }
 
@@ -176,11 +187,13 @@ std::size_t attention_scratch_floats(const AttentionParams& p) {
          static_cast<std::size_t>(p.hd + 2);
 }
 
-void attention(const float* q, const float* K, const float* V, float* out, const AttentionParams& p, float* scratch) {
+void attention(const float* q, const float* K, const float* V, float* out, const AttentionParams& p,
+               float* scratch) {
   if (p.n <= 0) return;
   if (p.block < 1 || p.block > kMaxAttentionBlock || p.hd < 1 || p.hd > kMaxHeadDim || p.partition < 1 ||
       p.kv_heads < 1 || p.heads % p.kv_heads != 0)
-    throw ::rlp::Error(__FILE__, __LINE__, "cuda attention: unsupported parameters (block, head_dim or heads)");
+    throw ::rlp::Error(__FILE__, __LINE__,
+                       "cuda attention: unsupported parameters (block, head_dim or heads)");
   const std::size_t shared = static_cast<std::size_t>(2 * p.hd + 2 * p.block) * sizeof(float);
   const unsigned grid = static_cast<unsigned>(p.n) * static_cast<unsigned>(p.heads);
   attention_kernel<<<grid, kThreads, shared>>>(q, K, V, out, p, partitions_for(p), scratch);

@@ -1,5 +1,4 @@
 #include "cuda_casts.hpp"
-
 #include "cuda_check.hpp"
 
 namespace rlp::cuda {
@@ -51,8 +50,10 @@ __global__ void quantize_blocks_kernel(const float* x, int rows, int cols, int b
     const bool partial = (r1 - r0) < block_rows || w < block_cols;
     if (opt.convention == num::ScaleConvention::nemo_refit && partial) {
       const unsigned int a = num::f32_bits(x[static_cast<std::size_t>(rows) * cols - 1]) & 0x7FFFFFFFu;
-      if (a > 0x7F800000u) n = 1u;
-      else bits = a > bits ? a : bits;
+      if (a > 0x7F800000u)
+        n = 1u;
+      else
+        bits = a > bits ? a : bits;
     }
     const float amax = num::finish_amax(num::bits_f32(bits), n != 0u, opt.convention);
     s_scale = num::compute_block_scale(amax, opt);
@@ -130,7 +131,8 @@ num::Fp8Tensor quantize_blocks(const float* x, int rows, int cols, int block_row
   RLP_CUDA_CHECK(cudaMemcpy(din.ptr, x, n * sizeof(float), cudaMemcpyHostToDevice));
   quantize_blocks_device(din.ptr, rows, cols, block_rows, block_cols, opt, dcodes.ptr, dscale.ptr);
   RLP_CUDA_CHECK(cudaMemcpy(t.codes.data(), dcodes.ptr, n, cudaMemcpyDeviceToHost));
-  RLP_CUDA_CHECK(cudaMemcpy(t.scale_inv.data(), dscale.ptr, t.scale_inv.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  RLP_CUDA_CHECK(
+      cudaMemcpy(t.scale_inv.data(), dscale.ptr, t.scale_inv.size() * sizeof(float), cudaMemcpyDeviceToHost));
   return t;
 }
 

@@ -20,10 +20,11 @@ CudaContext::~CudaContext() {
     for (const auto& [what, s] : {std::pair{"M <= 64", t->small_m}, std::pair{"M > 64", t->large_m}})
       if (s.calls > 0)
         fmt::print(stderr,
-                   "rlparity: note: --backend cuda: GEMM timing ({}): {} {} calls, {:.4g} GFLOP in {:.4g} s of device "
+                   "rlparity: note: --backend cuda: GEMM timing ({}): {} {} calls, {:.4g} GFLOP in {:.4g} s "
+                   "of device "
                    "time = {:.4g} TFLOP/s\n",
-                   what, s.calls, exact() ? "exact-order kernel" : "cublasLtMatmul", s.flops * 1e-9, s.seconds,
-                   s.seconds > 0 ? s.flops / s.seconds * 1e-12 : 0.0);
+                   what, s.calls, exact() ? "exact-order kernel" : "cublasLtMatmul", s.flops * 1e-9,
+                   s.seconds, s.seconds > 0 ? s.flops / s.seconds * 1e-12 : 0.0);
   }
   const Fp8Pairing p = gemm_->fp8_pairing();
   if (p != Fp8Pairing::unknown)

@@ -12,7 +12,9 @@ namespace {
 // CUDA driver/runtime versions are 1000 * major + 10 * minor (12080 = 12.8).
 std::string cuda_version(int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); }
 // cuBLAS versions are 10000 * major + 100 * minor + patch (120903 = 12.9.3).
-std::string cublas_version(long long v) { return fmt::format("{}.{}.{}", v / 10000, (v / 100) % 100, v % 100); }
+std::string cublas_version(long long v) {
+  return fmt::format("{}.{}.{}", v / 10000, (v / 100) % 100, v % 100);
+}
 }  // namespace
 
 nlohmann::json DeviceInfo::to_json() const {
@@ -50,14 +52,16 @@ bool fp8_blockscaled_supported(const DeviceInfo& d, std::string* why) {
     return false;
   };
 #if CUBLAS_VERSION < 120900
-  return no(fmt::format("this binary was compiled against cuBLAS {} (block-scaled FP8 needs >= 12.9)", CUBLAS_VERSION));
+  return no(fmt::format("this binary was compiled against cuBLAS {} (block-scaled FP8 needs >= 12.9)",
+                        CUBLAS_VERSION));
 #else
   if (d.cublaslt_version < 120900)
     return no(fmt::format("the cuBLASLt library loaded at run time is {} (block-scaled FP8 needs >= 12.9)",
                           d.cublaslt_version));
   if (d.cc_major != 9 || d.cc_minor != 0)
-    return no(fmt::format("device {} is sm_{}{} (cuBLASLt's VEC128/BLK128x128 FP8 scaling is an sm_90 feature)", d.name,
-                          d.cc_major, d.cc_minor));
+    return no(
+        fmt::format("device {} is sm_{}{} (cuBLASLt's VEC128/BLK128x128 FP8 scaling is an sm_90 feature)",
+                    d.name, d.cc_major, d.cc_minor));
   return true;
 #endif
 }

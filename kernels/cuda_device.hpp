@@ -1,9 +1,8 @@
 // The CUDA device this process uses, what it is, and what it can do.
 #pragma once
 #include <cstddef>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace rlp::cuda {
 
@@ -11,11 +10,11 @@ struct DeviceInfo {
   int device = 0;
   std::string name;
   int cc_major = 0, cc_minor = 0;
-  int driver_version = 0;   // cudaDriverGetVersion, e.g. 12080 = 12.8
-  int runtime_version = 0;  // cudaRuntimeGetVersion
-  std::size_t cublaslt_version = 0;          // cublasLtGetVersion at run time, e.g. 120903
-  int cublaslt_header_version = 0;           // CUBLAS_VERSION this binary was compiled against
-  nlohmann::json to_json() const;            // what the run file records
+  int driver_version = 0;            // cudaDriverGetVersion, e.g. 12080 = 12.8
+  int runtime_version = 0;           // cudaRuntimeGetVersion
+  std::size_t cublaslt_version = 0;  // cublasLtGetVersion at run time, e.g. 120903
+  int cublaslt_header_version = 0;   // CUBLAS_VERSION this binary was compiled against
+  nlohmann::json to_json() const;    // what the run file records
 };
 
 // Device 0, or rlp::Error "no CUDA device: <cudaGetErrorString>" when there is none.

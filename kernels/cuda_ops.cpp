@@ -35,39 +35,49 @@ void to_host(EmulatedOps::Mat& m, const float* d) {
 
 CudaOps::CudaOps(std::shared_ptr<CudaContext> ctx, const ModelSpec& spec, const PreparedWeights& weights,
                  const PathStyle& style, const KvScales* kv_scales)
-    : ctx_(std::move(ctx)), spec_(spec), host_w_(weights), style_(style), emu_(spec, weights, style, kv_scales) {
+    : ctx_(std::move(ctx)),
+      spec_(spec),
+      host_w_(weights),
+      style_(style),
+      emu_(spec, weights, style, kv_scales) {
   if (kv_scales) kv_scales_ = *kv_scales;
   Lock lock(ctx_->mutex());
-  w_ = std::make_unique<CudaWeights>(spec, weights,
-                                     ctx_->exact() ? Fp8Upload::exact
-                                                   : (ctx_->fp8_ok() ? Fp8Upload::cublaslt : Fp8Upload::none));
+  w_ = std::make_unique<CudaWeights>(
+      spec, weights,
+      ctx_->exact() ? Fp8Upload::exact : (ctx_->fp8_ok() ? Fp8Upload::cublaslt : Fp8Upload::none));
   std::vector<float> f;
   for (double x : rope_inv_freq(spec)) f.push_back(static_cast<float>(x));
   inv_freq_.upload(f);
 
   if (style_.fp8_linear && !ctx_->fp8_ok())
-    ctx_->note_once(fmt::format("fp8 linears of the {} path run on the CPU emulator: {}", style_.name, ctx_->fp8_why()));
-  if (style_.attn_block > kern::kMaxAttentionBlock || spec_.head_dim > kern::kMaxHeadDim || style_.attn_block < 1) {
+    ctx_->note_once(
+        fmt::format("fp8 linears of the {} path run on the CPU emulator: {}", style_.name, ctx_->fp8_why()));
+  if (style_.attn_block > kern::kMaxAttentionBlock || spec_.head_dim > kern::kMaxHeadDim ||
+      style_.attn_block < 1) {
     attention_gpu_ = false;
-    ctx_->note_once(fmt::format("attention of the {} path runs on the CPU emulator (attn-block {} / head_dim {} "
-                                "beyond the kernel's {} / {})",
-                                style_.name, style_.attn_block, spec_.head_dim, kern::kMaxAttentionBlock,
-                                kern::kMaxHeadDim));
+    ctx_->note_once(fmt::format(
+        "attention of the {} path runs on the CPU emulator (attn-block {} / head_dim {} "
+        "beyond the kernel's {} / {})",
+        style_.name, style_.attn_block, spec_.head_dim, kern::kMaxAttentionBlock, kern::kMaxHeadDim));
   }
   // The GEMM accumulation order is the hardware's own: say which emulator models are not applied.
   if (ctx_->exact()) return;  // the exact kernels apply every one of them
   std::vector<std::string> models;
-  if (style_.split_k != 1) models.push_back(style_.split_k == 0 ? "split-k=auto" : fmt::format("split-k={}", style_.split_k));
+  if (style_.split_k != 1)
+    models.push_back(style_.split_k == 0 ? "split-k=auto" : fmt::format("split-k={}", style_.split_k));
   if (style_.k_chunk != 0) models.push_back(fmt::format("k-chunk={}", style_.k_chunk));
-  if (style_.fp8_linear && style_.fp8_promotion == num::Promotion::deepgemm) models.push_back("fp8-promotion=deepgemm");
+  if (style_.fp8_linear && style_.fp8_promotion == num::Promotion::deepgemm)
+    models.push_back("fp8-promotion=deepgemm");
   if (style_.fp8_linear && style_.fp8_accum == num::SliceAccum::hopper) models.push_back("fp8-accum=hopper");
-  if (style_.batch != 1) models.push_back(fmt::format("batch={} (kernel selection sees the real M)", style_.batch));
+  if (style_.batch != 1)
+    models.push_back(fmt::format("batch={} (kernel selection sees the real M)", style_.batch));
   if (!models.empty()) {
     std::string list;
     for (const auto& m : models) list += (list.empty() ? "" : ", ") + m;
-    ctx_->note_once(fmt::format("GEMMs of the {} path run in cuBLASLt's own accumulation order; the emulator's "
-                                "models {} are not applied on the GPU",
-                                style_.name, list));
+    ctx_->note_once(
+        fmt::format("GEMMs of the {} path run in cuBLASLt's own accumulation order; the emulator's "
+                    "models {} are not applied on the GPU",
+                    style_.name, list));
   }
 }
 
@@ -87,8 +97,9 @@ void CudaOps::add_norm(Mat& resid, const Mat* delta, int layer, NormSlot slot, M
   float* d_out = ctx_->scratch<float>(kC, size_of(resid));
   to_device(d_res, resid);
   if (delta) to_device(d_delta, *delta);
-  kern::add_rms_norm(d_res, d_delta, w_->norm(layer, slot), rows, H, eps(), style_.norm == NormKind::fused_add,
-                     style_.residual == ResidualDtype::fp32, act_of(style_), d_out, ctx_->exact());
+  kern::add_rms_norm(d_res, d_delta, w_->norm(layer, slot), rows, H, eps(),
+                     style_.norm == NormKind::fused_add, style_.residual == ResidualDtype::fp32,
+                     act_of(style_), d_out, ctx_->exact());
   to_host(resid, d_res);
   to_host(out, d_out);
 }
@@ -108,7 +119,8 @@ void CudaOps::residual_sum(const Mat& resid, const Mat& delta, Mat& out) const {
 // Caller holds the lock. The path's activation quantization (1x128 blocks along K, its scale
 // convention) by the shared-numerics kernel, as the emulator's gemm quantizes: codes [Mp x K] (rows
 // past M zero, for cuBLASLt's padding) and scale_inv [M x ceil(K/128)] in scratch slots.
-void CudaOps::quantize_activations(const float* d_x, int M, int Mp, int K, uint8_t*& d_codes, float*& d_sinv) const {
+void CudaOps::quantize_activations(const float* d_x, int M, int Mp, int K, uint8_t*& d_codes,
+                                   float*& d_sinv) const {
   const std::size_t kb = static_cast<std::size_t>((K + 127) / 128);
   const std::size_t ncodes = static_cast<std::size_t>(Mp) * static_cast<std::size_t>(K);
   d_codes = ctx_->scratch<uint8_t>(kCodes, ncodes);
@@ -121,8 +133,8 @@ void CudaOps::quantize_activations(const float* d_x, int M, int Mp, int K, uint8
 }
 
 // Caller holds the lock. d_y receives [rows x out] floats.
-bool CudaOps::gemm(const Mat& x, const CudaLinear& lin, const PreparedLinear& host, bool out_fp32, bool decode_step,
-                   float* d_y) const {
+bool CudaOps::gemm(const Mat& x, const CudaLinear& lin, const PreparedLinear& host, bool out_fp32,
+                   bool decode_step, float* d_y) const {
   if (ctx_->exact()) return gemm_exact(x, lin, out_fp32, decode_step, d_y);
   const int M = static_cast<int>(x.rows()), N = lin.out, K = lin.in;
   // Bias: fp32 GEMM output, bias added and rounded once to the act format (as the emulator).
@@ -132,9 +144,11 @@ bool CudaOps::gemm(const Mat& x, const CudaLinear& lin, const PreparedLinear& ho
   if (!lin.fp8) {
     bits_.resize(size_of(x));
     for (std::size_t i = 0; i < bits_.size(); ++i)
-      bits_[i] = style_.act == ActDtype::bf16 ? num::float_to_bf16_bits(x.data()[i]) : num::float_to_fp16_bits(x.data()[i]);
+      bits_[i] = style_.act == ActDtype::bf16 ? num::float_to_bf16_bits(x.data()[i])
+                                              : num::float_to_fp16_bits(x.data()[i]);
     uint16_t* d_x = ctx_->scratch<uint16_t>(kX16, bits_.size());
-    if (!bits_.empty()) RLP_CUDA_CHECK(cudaMemcpy(d_x, bits_.data(), bits_.size() * sizeof(uint16_t), cudaMemcpyHostToDevice));
+    if (!bits_.empty())
+      RLP_CUDA_CHECK(cudaMemcpy(d_x, bits_.data(), bits_.size() * sizeof(uint16_t), cudaMemcpyHostToDevice));
     ctx_->gemm().gemm16(d_x, lin.w16.get(), M, N, K, style_.act == ActDtype::fp16, bias, out, d_y);
     return true;
   }
@@ -152,25 +166,30 @@ bool CudaOps::gemm(const Mat& x, const CudaLinear& lin, const PreparedLinear& ho
   uint8_t* d_codes = nullptr;
   float* d_sinv = nullptr;
   quantize_activations(d_x, M, Mp, K, d_codes, d_sinv);
-  float* d_svec = ctx_->scratch<float>(kScaleVec, static_cast<std::size_t>(Mp) * static_cast<std::size_t>(kb));
+  float* d_svec =
+      ctx_->scratch<float>(kScaleVec, static_cast<std::size_t>(Mp) * static_cast<std::size_t>(kb));
   kern::scales_to_vec128(d_sinv, M, kb, Mp, d_svec);
-  if (ctx_->gemm().gemm_fp8(d_codes, d_svec, lin.codes.get(), lin.scales.get(), M, Mp, N, K, bias, out, d_y)) return true;
-  ctx_->note_once(fmt::format("cuBLASLt offers no block-scaled FP8 algorithm for M={} N={} K={}; that linear of the "
-                              "{} path runs on the CPU emulator",
-                              M, N, K, style_.name));
+  if (ctx_->gemm().gemm_fp8(d_codes, d_svec, lin.codes.get(), lin.scales.get(), M, Mp, N, K, bias, out, d_y))
+    return true;
+  ctx_->note_once(
+      fmt::format("cuBLASLt offers no block-scaled FP8 algorithm for M={} N={} K={}; that linear of the "
+                  "{} path runs on the CPU emulator",
+                  M, N, K, style_.name));
   return false;
 }
 
 // --cuda-gemm exact: the configuration the emulator picks (EmulatedOps::gemm: kernel selection
 // sees the decode batch during decode steps), the emulator's order, bias in the fp32 epilogue.
-bool CudaOps::gemm_exact(const Mat& x, const CudaLinear& lin, bool out_fp32, bool decode_step, float* d_y) const {
+bool CudaOps::gemm_exact(const Mat& x, const CudaLinear& lin, bool out_fp32, bool decode_step,
+                         float* d_y) const {
   const int M = static_cast<int>(x.rows()), N = lin.out, K = lin.in;
   if (lin.fp8 && lin.block_cols != 128) return false;  // the emulator reports the problem
   num::GemmConfig cfg = style_.gemm_config(decode_step ? style_.batch : M, K);
   const num::OutRound act_round = cfg.out;
   const bool has_bias = !lin.bias.empty();
   if (out_fp32 || has_bias) cfg.out = num::OutRound::fp32;
-  float* d_raw = has_bias ? ctx_->scratch<float>(kE, static_cast<std::size_t>(M) * static_cast<std::size_t>(N)) : d_y;
+  float* d_raw =
+      has_bias ? ctx_->scratch<float>(kE, static_cast<std::size_t>(M) * static_cast<std::size_t>(N)) : d_y;
   float* d_x = ctx_->scratch<float>(kA, size_of(x));
   to_device(d_x, x);
   ctx_->gemm().timing_begin();
@@ -200,7 +219,8 @@ void CudaOps::linear(const Mat& x, int layer, Proj p, Mat& y, bool decode_step) 
   bool done = false;
   {
     Lock lock(ctx_->mutex());
-    float* d_y = ctx_->scratch<float>(kD, static_cast<std::size_t>(x.rows()) * static_cast<std::size_t>(lin.out));
+    float* d_y =
+        ctx_->scratch<float>(kD, static_cast<std::size_t>(x.rows()) * static_cast<std::size_t>(lin.out));
     if (gemm(x, lin, host, false, decode_step, d_y)) {
       y.resize(x.rows(), lin.out);
       to_host(y, d_y);
@@ -215,7 +235,8 @@ void CudaOps::head_norm(Mat& x, int layer, Proj which) const {
   float* d = ctx_->scratch<float>(kA, size_of(x));
   to_device(d, x);
   kern::head_rms_norm(d, w_->head_norm(layer, which), static_cast<int>(x.rows()), static_cast<int>(x.cols()),
-                      spec_.head_dim, eps(), style_.norm == NormKind::fused_add, act_of(style_), ctx_->exact());
+                      spec_.head_dim, eps(), style_.norm == NormKind::fused_add, act_of(style_),
+                      ctx_->exact());
   to_host(x, d);
 }
 
@@ -227,7 +248,9 @@ void CudaOps::rope(Mat& q, Mat& k, const int* positions) const {
   int* dpos = ctx_->scratch<int>(kPos, static_cast<std::size_t>(rows));
   to_device(dq, q);
   to_device(dk, k);
-  if (rows) RLP_CUDA_CHECK(cudaMemcpy(dpos, positions, static_cast<std::size_t>(rows) * sizeof(int), cudaMemcpyHostToDevice));
+  if (rows)
+    RLP_CUDA_CHECK(
+        cudaMemcpy(dpos, positions, static_cast<std::size_t>(rows) * sizeof(int), cudaMemcpyHostToDevice));
   kern::rope(dq, static_cast<int>(q.cols()), dk, static_cast<int>(k.cols()), dpos, rows, inv_freq_.get(),
              spec_.head_dim, style_.rope_table_rounded, act_of(style_));
   to_host(q, dq);
@@ -257,7 +280,8 @@ kern::AttentionParams CudaOps::attention_params(int layer, int n, int pos0, floa
   p.kv_heads = spec_.kv_heads;
   p.hd = spec_.head_dim;
   p.block = style_.attn_block;
-  p.partition = style_.attention == AttentionKind::split_kv ? std::max(1, style_.split_kv_partition) : 0x7FFFFFFF;
+  p.partition =
+      style_.attention == AttentionKind::split_kv ? std::max(1, style_.split_kv_partition) : 0x7FFFFFFF;
   p.p_round = style_.attn_p_round;
   p.fp8 = fp8;
   p.q_scale = fp8 ? kv_scales_.q[li] : 1.0f;
@@ -279,7 +303,8 @@ std::pair<float*, float*> CudaOps::device_kv(Cache& cache, int layer) const {
   return {cache.dev->k[li].ensure(capacity), cache.dev->v[li].ensure(capacity)};
 }
 
-void CudaOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v, int pos0, Cache& cache, Mat& out) const {
+void CudaOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v, int pos0, Cache& cache,
+                        Mat& out) const {
   if (!attention_gpu_ || !cache.dev) {
     emu_.attention(layer, q, k, v, pos0, cache, out);
     return;
@@ -324,7 +349,8 @@ bool CudaOps::attention_rows(int layer, const Mat& q, const Mat& k, const Mat& v
   int max_position = 0;
   for (int r = 0; r < n; ++r) {
     const Mat& K = caches[static_cast<std::size_t>(r)]->k[li];
-    if (positions[r] + 1 > K.rows()) RLP_THROW("KV cache capacity {} exceeded at position {}", K.rows(), positions[r] + 1);
+    if (positions[r] + 1 > K.rows())
+      RLP_THROW("KV cache capacity {} exceeded at position {}", K.rows(), positions[r] + 1);
     max_position = std::max(max_position, positions[r]);
   }
   float ks = 1.0f;
@@ -341,7 +367,8 @@ bool CudaOps::attention_rows(int layer, const Mat& q, const Mat& k, const Mat& v
   auto** d_ptrs = ctx_->scratch<float*>(kPtrs, ptrs.size());
   int* d_pos = ctx_->scratch<int>(kPos, static_cast<std::size_t>(n));
   RLP_CUDA_CHECK(cudaMemcpy(d_ptrs, ptrs.data(), ptrs.size() * sizeof(float*), cudaMemcpyHostToDevice));
-  RLP_CUDA_CHECK(cudaMemcpy(d_pos, positions, static_cast<std::size_t>(n) * sizeof(int), cudaMemcpyHostToDevice));
+  RLP_CUDA_CHECK(
+      cudaMemcpy(d_pos, positions, static_cast<std::size_t>(n) * sizeof(int), cudaMemcpyHostToDevice));
   p.Ks = d_ptrs;
   p.Vs = d_ptrs + n;
   p.positions = d_pos;
@@ -355,7 +382,8 @@ bool CudaOps::attention_rows(int layer, const Mat& q, const Mat& k, const Mat& v
   to_device(dk, k);
   to_device(dv, v);
   to_device(dq, q);
-  kern::kv_cache_write_rows(dk, dv, d_ptrs, d_ptrs + n, d_pos, n, width, p.fp8, ks, p.v_scale, stage, stage + fresh);
+  kern::kv_cache_write_rows(dk, dv, d_ptrs, d_ptrs + n, d_pos, n, width, p.fp8, ks, p.v_scale, stage,
+                            stage + fresh);
   kern::attention(dq, nullptr, nullptr, dout, p, dscratch);
   to_host(out, dout);
   // The host caches get their new rows too, from one download.
@@ -385,7 +413,8 @@ void CudaOps::silu_mul(const Mat& gate, const Mat& up, Mat& out) const {
 void CudaOps::logprobs(const Mat& xn, Mat& out, bool decode_step) const {
   const CudaLinear& lin = w_->lm_head();
   Lock lock(ctx_->mutex());
-  float* d_y = ctx_->scratch<float>(kD, static_cast<std::size_t>(xn.rows()) * static_cast<std::size_t>(lin.out));
+  float* d_y =
+      ctx_->scratch<float>(kD, static_cast<std::size_t>(xn.rows()) * static_cast<std::size_t>(lin.out));
   if (!gemm(xn, lin, host_w_.lm_head, style_.logits_fp32, decode_step, d_y))
     RLP_THROW("lm_head GEMM could not run on the GPU");  // lm_head is never fp8: unreachable
   kern::log_softmax(d_y, static_cast<int>(xn.rows()), lin.out, ctx_->exact());

@@ -18,9 +18,8 @@
 #include <utility>
 #include <vector>
 
-#include "cuda_kernels.hpp"
-
 #include "cuda_context.hpp"
+#include "cuda_kernels.hpp"
 #include "cuda_weights.hpp"
 #include "rlparity/model/emulated_ops.hpp"
 

@@ -27,7 +27,7 @@ struct CudaLinear {
   DeviceBuffer<float> scales;  // cublaslt: BLK128x128_32F layout; exact: scale_inv row-major over blocks
   int block_rows = 128, block_cols = 128;
   num::Fp8Kind kind = num::Fp8Kind::e4m3;
-  DeviceBuffer<float> bias;    // empty: none
+  DeviceBuffer<float> bias;  // empty: none
 };
 
 struct CudaLayer {

@@ -73,10 +73,16 @@ __device__ inline float row_max(float partial, bool exact, float* shared) {
 // The float transcendentals: the device's own (within 2 ulp), or with `exact` the emulation's
 // glibc models (libm_model.hpp), the very functions the CPU emulator calls.
 __device__ __forceinline__ float exp_f(float x, bool exact) { return exact ? num::expf_model(x) : expf(x); }
-__device__ __forceinline__ float exp2_f(float x, bool exact) { return exact ? num::exp2f_model(x) : exp2f(x); }
+__device__ __forceinline__ float exp2_f(float x, bool exact) {
+  return exact ? num::exp2f_model(x) : exp2f(x);
+}
 __device__ __forceinline__ float log_f(float x, bool exact) { return exact ? num::logf_model(x) : logf(x); }
-__device__ __forceinline__ float log2_f(float x, bool exact) { return exact ? num::log2f_model(x) : log2f(x); }
+__device__ __forceinline__ float log2_f(float x, bool exact) {
+  return exact ? num::log2f_model(x) : log2f(x);
+}
 
-inline unsigned blocks_for(std::size_t n, unsigned threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
+inline unsigned blocks_for(std::size_t n, unsigned threads) {
+  return static_cast<unsigned>((n + threads - 1) / threads);
+}
 
 }  // namespace rlp::cuda::kern

@@ -6,19 +6,23 @@
 namespace rlp::cuda::kern {
 namespace {
 
-__global__ void epilogue_kernel(const void* in, int in_kind, int rows, int cols, int col_major_ld, const float* bias,
-                                num::OutRound out, float* y) {
+__global__ void epilogue_kernel(const void* in, int in_kind, int rows, int cols, int col_major_ld,
+                                const float* bias, num::OutRound out, float* y) {
   const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   // Source element of y[r][c]: row-major in[i], or in[c * ld + r] when cuBLASLt wrote D transposed.
-  const std::size_t src = col_major_ld > 0 ? (i % static_cast<std::size_t>(cols)) * static_cast<std::size_t>(col_major_ld) +
-                                                 i / static_cast<std::size_t>(cols)
-                                           : i;
+  const std::size_t src =
+      col_major_ld > 0 ? (i % static_cast<std::size_t>(cols)) * static_cast<std::size_t>(col_major_ld) +
+                             i / static_cast<std::size_t>(cols)
+                       : i;
   float v;
-  if (in_kind == 1) v = num::bf16_bits_to_float(static_cast<const uint16_t*>(in)[src]);
-  else if (in_kind == 2) v = num::fp16_bits_to_float(static_cast<const uint16_t*>(in)[src]);
-  else v = static_cast<const float*>(in)[src];
+  if (in_kind == 1)
+    v = num::bf16_bits_to_float(static_cast<const uint16_t*>(in)[src]);
+  else if (in_kind == 2)
+    v = num::fp16_bits_to_float(static_cast<const uint16_t*>(in)[src]);
+  else
+    v = static_cast<const float*>(in)[src];
   if (bias) v = v + bias[i % static_cast<std::size_t>(cols)];
   y[i] = num::round_out(v, out);
 }
@@ -27,14 +31,15 @@ __global__ void vec128_kernel(const float* s, int rows, int kb, int ldm, float* 
   const std::size_t n = static_cast<std::size_t>(kb) * static_cast<std::size_t>(ldm);
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
-  const int b = static_cast<int>(i / static_cast<std::size_t>(ldm)), m = static_cast<int>(i % static_cast<std::size_t>(ldm));
+  const int b = static_cast<int>(i / static_cast<std::size_t>(ldm)),
+            m = static_cast<int>(i % static_cast<std::size_t>(ldm));
   out[i] = m < rows ? s[static_cast<std::size_t>(m) * static_cast<std::size_t>(kb) + b] : 1.0f;
 }
 
 }  // namespace
 
-void gemm_epilogue(const void* in, int in_kind, int rows, int cols, const float* bias, num::OutRound out, float* y,
-                   int col_major_ld) {
+void gemm_epilogue(const void* in, int in_kind, int rows, int cols, const float* bias, num::OutRound out,
+                   float* y, int col_major_ld) {
   const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
   if (n == 0) return;
   epilogue_kernel<<<blocks_for(n, 256), 256>>>(in, in_kind, rows, cols, col_major_ld, bias, out, y);

@@ -41,7 +41,8 @@ std::size_t out_size(cudaDataType_t t) { return t == CUDA_R_32F ? 4 : 2; }
 // The GEMM's output type: fp32 when a bias is added afterwards or fp32 is asked for, else the
 // requested 16-bit format.
 cudaDataType_t output_type(const float* bias, num::OutRound out) {
-  return (bias || out == num::OutRound::fp32) ? CUDA_R_32F : (out == num::OutRound::fp16 ? CUDA_R_16F : CUDA_R_16BF);
+  return (bias || out == num::OutRound::fp32) ? CUDA_R_32F
+                                              : (out == num::OutRound::fp16 ? CUDA_R_16F : CUDA_R_16BF);
 }
 
 // fp32 compute, A (weights) transposed, B (activations) not: TN, as TransformerEngine calls it.
@@ -81,17 +82,22 @@ struct LtGemm::Impl {
 
   // D = A^T B with the given descriptors; false when no algorithm is offered. `rows` and `flops`
   // are the real problem's M and 2 M N K (padding rows excluded), for the timing statistics.
-  bool run(cublasLtMatmulDesc_t op, cudaDataType_t a_type, cudaDataType_t b_type, cudaDataType_t d_type, const void* A,
-           const void* B, int m, int n, int k, int rows, double flops) {
+  bool run(cublasLtMatmulDesc_t op, cudaDataType_t a_type, cudaDataType_t b_type, cudaDataType_t d_type,
+           const void* A, const void* B, int m, int n, int k, int rows, double flops) {
     Layout a, b, c, d;
-    RLP_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a.l, a_type, static_cast<uint64_t>(k), static_cast<uint64_t>(m), k));
-    RLP_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b.l, b_type, static_cast<uint64_t>(k), static_cast<uint64_t>(n), k));
-    RLP_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&c.l, d_type, static_cast<uint64_t>(m), static_cast<uint64_t>(n), m));
-    RLP_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d.l, d_type, static_cast<uint64_t>(m), static_cast<uint64_t>(n), m));
+    RLP_CUBLAS_CHECK(
+        cublasLtMatrixLayoutCreate(&a.l, a_type, static_cast<uint64_t>(k), static_cast<uint64_t>(m), k));
+    RLP_CUBLAS_CHECK(
+        cublasLtMatrixLayoutCreate(&b.l, b_type, static_cast<uint64_t>(k), static_cast<uint64_t>(n), k));
+    RLP_CUBLAS_CHECK(
+        cublasLtMatrixLayoutCreate(&c.l, d_type, static_cast<uint64_t>(m), static_cast<uint64_t>(n), m));
+    RLP_CUBLAS_CHECK(
+        cublasLtMatrixLayoutCreate(&d.l, d_type, static_cast<uint64_t>(m), static_cast<uint64_t>(n), m));
     Preference pref;
     RLP_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.p));
     const std::size_t ws = kWorkspaceBytes;
-    RLP_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    RLP_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                          &ws, sizeof ws));
     cublasLtMatmulHeuristicResult_t heur{};
     int returned = 0;
     const cublasStatus_t hs =
@@ -147,8 +153,8 @@ void LtGemm::gemm16(const uint16_t* X, const uint16_t* W, int M, int N, int K, b
   kern::gemm_epilogue(impl_->d_out.get(), out_kind(d_type), M, N, bias, out, Y);
 }
 
-bool LtGemm::gemm_fp8(const uint8_t* Xq, const float* xs, const uint8_t* Wq, const float* ws, int M, int Mp, int N,
-                      int K, const float* bias, num::OutRound out, float* Y) {
+bool LtGemm::gemm_fp8(const uint8_t* Xq, const float* xs, const uint8_t* Wq, const float* ws, int M, int Mp,
+                      int N, int K, const float* bias, num::OutRound out, float* Y) {
 #if CUBLAS_VERSION >= 120900
   if (M == 0 || N == 0) return true;
   const cudaDataType_t d_type = output_type(bias, out);
@@ -160,14 +166,20 @@ bool LtGemm::gemm_fp8(const uint8_t* Xq, const float* xs, const uint8_t* Wq, con
     MatmulDesc op;
     make_tn_desc(op);
     const bool w_first = pairing == Fp8Pairing::weights_a;
-    const int32_t a_mode = w_first ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
-    const int32_t b_mode = w_first ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+    const int32_t a_mode =
+        w_first ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    const int32_t b_mode =
+        w_first ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
     const float* a_scale = w_first ? ws : xs;
     const float* b_scale = w_first ? xs : ws;
-    RLP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof a_mode));
-    RLP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof b_mode));
-    RLP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof a_scale));
-    RLP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof b_scale));
+    RLP_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof a_mode));
+    RLP_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof b_mode));
+    RLP_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof a_scale));
+    RLP_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof b_scale));
     const double flops = 2.0 * M * N * K;
     if (w_first) return impl_->run(op.d, CUDA_R_8F_E4M3, CUDA_R_8F_E4M3, d_type, Wq, Xq, N, Mp, K, M, flops);
     return impl_->run(op.d, CUDA_R_8F_E4M3, CUDA_R_8F_E4M3, d_type, Xq, Wq, Mp, N, K, M, flops);

@@ -50,8 +50,8 @@ class LtGemm {
   // Xq: device e4m3 codes [Mp x K] (Mp >= M, rows past M are padding), xs: its VEC128_32F scales
   // ([ceil(K/128)][Mp]); Wq: [N x K] codes, ws: BLK128x128_32F scales. False when cuBLASLt offers
   // no algorithm for this problem (the caller falls back and says why); throws on errors.
-  bool gemm_fp8(const uint8_t* Xq, const float* xs, const uint8_t* Wq, const float* ws, int M, int Mp, int N, int K,
-                const float* bias, num::OutRound out, float* Y);
+  bool gemm_fp8(const uint8_t* Xq, const float* xs, const uint8_t* Wq, const float* ws, int M, int Mp, int N,
+                int K, const float* bias, num::OutRound out, float* Y);
 
   // The timing statistics, or null when RLPARITY_CUDA_GEMM_TIMING is not 1.
   const GemmTiming* stats() const;

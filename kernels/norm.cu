@@ -10,8 +10,8 @@ constexpr int kThreads = 256;
 // the correctly rounded square root, as the emulator computes it.
 __device__ __forceinline__ float inv_sqrt(float v, bool exact) { return exact ? 1.0f / sqrtf(v) : rsqrtf(v); }
 
-__global__ void add_rms_norm_kernel(float* resid, const float* delta, const float* w, int n, float eps, bool fused,
-                                    bool resid_fp32, Act act, float* out, bool exact) {
+__global__ void add_rms_norm_kernel(float* resid, const float* delta, const float* w, int n, float eps,
+                                    bool fused, bool resid_fp32, Act act, float* out, bool exact) {
   __shared__ float red[kThreads];
   const std::size_t base = static_cast<std::size_t>(blockIdx.x) * static_cast<std::size_t>(n);
   float* res = resid + base;
@@ -34,12 +34,13 @@ __global__ void add_rms_norm_kernel(float* resid, const float* delta, const floa
   }
 }
 
-__global__ void head_rms_norm_kernel(float* x, const float* w, int cols, int hd, float eps, bool fused, Act act,
-                                     bool exact) {
+__global__ void head_rms_norm_kernel(float* x, const float* w, int cols, int hd, float eps, bool fused,
+                                     Act act, bool exact) {
   __shared__ float red[128];
   const int heads = cols / hd;
   const int row = static_cast<int>(blockIdx.x) / heads, h = static_cast<int>(blockIdx.x) % heads;
-  float* seg = x + static_cast<std::size_t>(row) * static_cast<std::size_t>(cols) + static_cast<std::size_t>(h) * hd;
+  float* seg =
+      x + static_cast<std::size_t>(row) * static_cast<std::size_t>(cols) + static_cast<std::size_t>(h) * hd;
   float sum = 0.0f;
   const RowWalk walk = row_walk(hd, exact);
   for (int i = walk.first; i < hd; i += walk.step) sum = fmaf(seg[i], seg[i], sum);
@@ -51,7 +52,8 @@ __global__ void head_rms_norm_kernel(float* x, const float* w, int cols, int hd,
   }
 }
 
-__global__ void residual_sum_kernel(const float* a, const float* b, float* out, std::size_t n, bool resid_fp32, Act act) {
+__global__ void residual_sum_kernel(const float* a, const float* b, float* out, std::size_t n,
+                                    bool resid_fp32, Act act) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i < n) {
     const float z = a[i] + b[i];
@@ -64,14 +66,16 @@ __global__ void residual_sum_kernel(const float* a, const float* b, float* out, 
 void add_rms_norm(float* resid, const float* delta, const float* w, int rows, int n, float eps, bool fused,
                   bool resid_fp32, Act act, float* out, bool exact) {
   if (rows <= 0) return;
-  add_rms_norm_kernel<<<static_cast<unsigned>(rows), kThreads>>>(resid, delta, w, n, eps, fused, resid_fp32, act, out,
-                                                                 exact);
+  add_rms_norm_kernel<<<static_cast<unsigned>(rows), kThreads>>>(resid, delta, w, n, eps, fused, resid_fp32,
+                                                                 act, out, exact);
   RLP_CUDA_CHECK_LAUNCH("add_rms_norm_kernel");
 }
 
-void head_rms_norm(float* x, const float* w, int rows, int cols, int hd, float eps, bool fused, Act act, bool exact) {
+void head_rms_norm(float* x, const float* w, int rows, int cols, int hd, float eps, bool fused, Act act,
+                   bool exact) {
   if (rows <= 0) return;
-  head_rms_norm_kernel<<<static_cast<unsigned>(rows * (cols / hd)), 128>>>(x, w, cols, hd, eps, fused, act, exact);
+  head_rms_norm_kernel<<<static_cast<unsigned>(rows * (cols / hd)), 128>>>(x, w, cols, hd, eps, fused, act,
+                                                                           exact);
   RLP_CUDA_CHECK_LAUNCH("head_rms_norm_kernel");
 }
 

@@ -7,7 +7,8 @@ namespace {
 __global__ void rope_kernel(float* m, int cols, const int* positions, int rows, const float* inv_freq, int hd,
                             bool table_rounded, Act act) {
   const int half = hd / 2, heads = cols / hd;
-  const std::size_t total = static_cast<std::size_t>(rows) * static_cast<std::size_t>(heads) * static_cast<std::size_t>(half);
+  const std::size_t total =
+      static_cast<std::size_t>(rows) * static_cast<std::size_t>(heads) * static_cast<std::size_t>(half);
   const std::size_t t = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (t >= total) return;
   const int i = static_cast<int>(t % static_cast<std::size_t>(half));
@@ -21,7 +22,8 @@ __global__ void rope_kernel(float* m, int cols, const int* positions, int rows, 
     c = round_act(c, act);
     s = round_act(s, act);
   }
-  float* x = m + static_cast<std::size_t>(r) * static_cast<std::size_t>(cols) + static_cast<std::size_t>(h) * hd;
+  float* x =
+      m + static_cast<std::size_t>(r) * static_cast<std::size_t>(cols) + static_cast<std::size_t>(h) * hd;
   const float a = x[i], b = x[i + half];
   if (table_rounded) {
     x[i] = round_act(round_act(a * c, act) - round_act(b * s, act), act);
@@ -32,8 +34,10 @@ __global__ void rope_kernel(float* m, int cols, const int* positions, int rows, 
   }
 }
 
-void launch(float* m, int cols, const int* positions, int rows, const float* inv_freq, int hd, bool table_rounded, Act act) {
-  const std::size_t total = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols / hd) * static_cast<std::size_t>(hd / 2);
+void launch(float* m, int cols, const int* positions, int rows, const float* inv_freq, int hd,
+            bool table_rounded, Act act) {
+  const std::size_t total =
+      static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols / hd) * static_cast<std::size_t>(hd / 2);
   if (total == 0) return;
   rope_kernel<<<blocks_for(total, 256), 256>>>(m, cols, positions, rows, inv_freq, hd, table_rounded, act);
   RLP_CUDA_CHECK_LAUNCH("rope_kernel");
@@ -41,8 +45,8 @@ void launch(float* m, int cols, const int* positions, int rows, const float* inv
 
 }  // namespace
 
-void rope(float* q, int q_cols, float* k, int k_cols, const int* positions, int rows, const float* inv_freq, int hd,
-          bool table_rounded, Act act) {
+void rope(float* q, int q_cols, float* k, int k_cols, const int* positions, int rows, const float* inv_freq,
+          int hd, bool table_rounded, Act act) {
   launch(q, q_cols, positions, rows, inv_freq, hd, table_rounded, act);
   launch(k, k_cols, positions, rows, inv_freq, hd, table_rounded, act);
 }

@@ -4,8 +4,8 @@
 namespace rlp::cuda::kern {
 namespace {
 
-__global__ void silu_mul_kernel(const float* gate, const float* up, float* out, std::size_t n, bool fused, Act act,
-                                bool exact) {
+__global__ void silu_mul_kernel(const float* gate, const float* up, float* out, std::size_t n, bool fused,
+                                Act act, bool exact) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   const float g = gate[i], u = up[i];
@@ -15,7 +15,8 @@ __global__ void silu_mul_kernel(const float* gate, const float* up, float* out, 
 
 }  // namespace
 
-void silu_mul(const float* gate, const float* up, float* out, std::size_t n, bool fused, Act act, bool exact) {
+void silu_mul(const float* gate, const float* up, float* out, std::size_t n, bool fused, Act act,
+              bool exact) {
   if (n == 0) return;
   silu_mul_kernel<<<blocks_for(n, 256), 256>>>(gate, up, out, n, fused, act, exact);
   RLP_CUDA_CHECK_LAUNCH("silu_mul_kernel");

@@ -1,9 +1,9 @@
 // rlparity_make_checkpoint: writes a small random checkpoint of any supported architecture in the
 // real Hugging Face on-disk format (config.json + safetensors, sharded with an index if asked).
 // Deterministic in its options. A thin CLI over rlp::write_random_checkpoint.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <iostream>
 #include <map>
 
@@ -25,9 +25,12 @@ int main(int argc, char** argv) {
   app.add_option("--head-dim", o.head_dim, "head dimension (0: hidden / heads)")->capture_default_str();
   app.add_option("--vocab", o.vocab, "vocabulary size")->capture_default_str();
   app.add_option("--max-pos", o.max_pos, "max_position_embeddings")->capture_default_str();
-  app.add_option("--dtype", dtype, "f32 | bf16 | f16")->check(CLI::IsMember({"f32", "bf16", "f16"}))->capture_default_str();
+  app.add_option("--dtype", dtype, "f32 | bf16 | f16")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}))
+      ->capture_default_str();
   app.add_flag("--tied,!--untied", o.tied, "tie lm_head to the embeddings (default: untied)");
-  app.add_option("--shards", o.shards, "number of safetensors shards (>1 writes an index)")->capture_default_str();
+  app.add_option("--shards", o.shards, "number of safetensors shards (>1 writes an index)")
+      ->capture_default_str();
   app.add_option("--seed", o.seed, "random seed")->capture_default_str();
   app.add_option("--out", o.out, "output directory")->required();
   app.add_option("--outlier-layer", o.outlier_layer, "layer whose q/k/v/gate/up get an outlier input channel")

@@ -8,6 +8,7 @@ packages=(
   libeigen3-dev libhdf5-dev libcli11-dev libfmt-dev nlohmann-json3-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-h5py python3-numpy
+  clang-format
 )
 # Optional extras used by parts of the test suite (browser-rendered reports, fuzzing).
 if [[ "${RLPARITY_SETUP_EXTRAS:-1}" == "1" ]]; then

@@ -27,7 +27,8 @@ int run_compare(const CompareArgs& a) {
   {
     namespace fs = std::filesystem;
     std::error_code ec;
-    if (fs::exists(a.out, ec) && !a.force) RLP_THROW_INPUT("output {} exists; pass --force to overwrite it", a.out);
+    if (fs::exists(a.out, ec) && !a.force)
+      RLP_THROW_INPUT("output {} exists; pass --force to overwrite it", a.out);
   }
   std::vector<compare::DumpSequence> seqs;
   nlohmann::json source;
@@ -41,11 +42,15 @@ int run_compare(const CompareArgs& a) {
     std::size_t dropped = 0;
     std::vector<std::string> files;
     seqs = compare::read_prime_rl_exports(a.prime_rl, &dropped, &files);
-    source = {{"format", "prime-rl-token-export"}, {"dir", a.prime_rl}, {"files", files},
+    source = {{"format", "prime-rl-token-export"},
+              {"dir", a.prime_rl},
+              {"files", files},
               {"dropped_unmasked_tokens", dropped}};
     if (dropped && !a.quiet)
-      fmt::print(stderr, "rlparity: note: dropped {} unmasked token(s) after the first response token (multi-turn "
-                         "tool/user turns)\n", dropped);
+      fmt::print(stderr,
+                 "rlparity: note: dropped {} unmasked token(s) after the first response token (multi-turn "
+                 "tool/user turns)\n",
+                 dropped);
   }
   StatsOptions stats;
   stats.is_cap = a.is_cap;
@@ -65,15 +70,21 @@ int run_compare(const CompareArgs& a) {
 
 void setup_compare(CLI::App& app, CommandRegistry& registry) {
   auto args = std::make_shared<CompareArgs>();
-  auto* sub = app.add_subcommand("compare", "Compute the divergence statistics from real engines' logprob dumps");
-  sub->add_option("--dump", args->dump, "JSONL: {\"id\", \"prompt\", \"response\", \"gen_logprobs\", \"train_logprobs\"} per line");
-  sub->add_option("--gen", args->gen, "JSONL of generation logprobs: {\"id\", \"prompt\", \"response\", \"logprobs\"} (with --train)");
+  auto* sub =
+      app.add_subcommand("compare", "Compute the divergence statistics from real engines' logprob dumps");
+  sub->add_option("--dump", args->dump,
+                  "JSONL: {\"id\", \"prompt\", \"response\", \"gen_logprobs\", \"train_logprobs\"} per line");
+  sub->add_option(
+      "--gen", args->gen,
+      "JSONL of generation logprobs: {\"id\", \"prompt\", \"response\", \"logprobs\"} (with --train)");
   sub->add_option("--train", args->train, "JSONL of training logprobs, joined with --gen on \"id\"");
-  sub->add_option("--prime-rl", args->prime_rl, "prime-rl token export dir (token_exports/step_N/rank_R.jsonl)");
+  sub->add_option("--prime-rl", args->prime_rl,
+                  "prime-rl token export dir (token_exports/step_N/rank_R.jsonl)");
   sub->add_option("--name", args->name, "recipe name for the source")->capture_default_str();
   sub->add_option("--out,-o", args->out, "output HDF5 run file")->required();
   sub->add_flag("--force", args->force, "overwrite an existing output file");
-  sub->add_option("--is-cap", args->is_cap, "importance-ratio cap C for truncated/masked IS fractions")->capture_default_str();
+  sub->add_option("--is-cap", args->is_cap, "importance-ratio cap C for truncated/masked IS fractions")
+      ->capture_default_str();
   sub->add_flag("--quiet,-q", args->quiet, "print nothing on success");
   registry.add(sub, [args] { return run_compare(*args); });
 }

@@ -41,7 +41,8 @@ void write_text_atomically(const std::string& path, const std::string& text, con
   const fs::path p(path);
   const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) RLP_THROW_INPUT("cannot write {} '{}': directory '{}' does not exist", what, path, dir.string());
+  if (!fs::is_directory(dir, ec))
+    RLP_THROW_INPUT("cannot write {} '{}': directory '{}' does not exist", what, path, dir.string());
   if (fs::is_directory(p, ec)) RLP_THROW_INPUT("cannot write {} '{}': it is a directory", what, path);
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
@@ -64,7 +65,8 @@ void write_text_atomically(const std::string& path, const std::string& text, con
 
 int run_gate(const GateArgs& a) {
   if (a.thresholds.empty() && a.preset.empty() && a.baseline.empty())
-    RLP_THROW_INPUT("nothing to gate on: give --thresholds FILE.toml, --preset nemo-rl|verl, and/or --baseline BASE.h5");
+    RLP_THROW_INPUT(
+        "nothing to gate on: give --thresholds FILE.toml, --preset nemo-rl|verl, and/or --baseline BASE.h5");
   const RunData run = read_run_file(a.run);
   gate::GateOptions opt;
   if (!a.preset.empty()) opt.thresholds = gate::load_preset(a.preset);
@@ -87,7 +89,8 @@ int run_gate(const GateArgs& a) {
   ctx.baseline_path = a.baseline;
   if (opt.thresholds) ctx.threshold_sources = opt.thresholds->sources;
   if (!a.junit.empty()) write_text_atomically(a.junit, gate::format_junit(res, ctx), "JUnit report");
-  if (!a.markdown.empty()) write_text_atomically(a.markdown, gate::format_markdown(res, ctx), "Markdown report");
+  if (!a.markdown.empty())
+    write_text_atomically(a.markdown, gate::format_markdown(res, ctx), "Markdown report");
   if (a.json) {
     fmt::print("{}\n", gate::to_json(res, ctx).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   } else {
@@ -100,13 +103,18 @@ int run_gate(const GateArgs& a) {
 
 void setup_gate(CLI::App& app, CommandRegistry& registry) {
   auto args = std::make_shared<GateArgs>();
-  auto* sub = app.add_subcommand("gate", "Check a run against thresholds and/or a baseline run (exit 0 pass, 1 violation, 2 error)");
+  auto* sub = app.add_subcommand(
+      "gate", "Check a run against thresholds and/or a baseline run (exit 0 pass, 1 violation, 2 error)");
   sub->add_option("run", args->run, "run file (HDF5) written by replay or compare")->required();
-  sub->add_option("--thresholds", args->thresholds, "TOML thresholds file (docs/gate.md); overrides a --preset per statistic");
+  sub->add_option("--thresholds", args->thresholds,
+                  "TOML thresholds file (docs/gate.md); overrides a --preset per statistic");
   sub->add_option("--preset", args->preset, "named thresholds: nemo-rl or verl");
-  sub->add_option("--baseline", args->baseline, "baseline run file: fail when a statistic worsens by more than --max-regression");
-  sub->add_option("--max-regression", args->max_regression, "relative tolerance against the baseline (0.1 = 10%)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  sub->add_option("--baseline", args->baseline,
+                  "baseline run file: fail when a statistic worsens by more than --max-regression");
+  sub->add_option("--max-regression", args->max_regression,
+                  "relative tolerance against the baseline (0.1 = 10%)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   sub->add_flag("--allow-different-inputs", args->allow_different_inputs,
                 "compare with a baseline whose inputs, checkpoint hash or recipe settings differ");
   sub->add_option("--recipes", args->recipes, "comma-separated recipes to gate (default: all)");

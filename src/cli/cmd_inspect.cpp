@@ -35,9 +35,9 @@ int run_inspect(InspectArgs& a) {
   if (!a.out.empty()) write_inspect_file(a.out, r, invocation(), a.force);
   if (!a.quiet) {
     fmt::print("{}", format_inspect(r, a.rows));
-    fmt::print("inspected {} tensors ({:.1f} MB read once, {} scale conventions) in {:.2f} s{}\n", r.tensors.size(),
-               static_cast<double>(r.bytes_per_pass) / 1e6, inspect_conventions().size(), secs,
-               a.out.empty() ? "" : "; wrote " + a.out);
+    fmt::print("inspected {} tensors ({:.1f} MB read once, {} scale conventions) in {:.2f} s{}\n",
+               r.tensors.size(), static_cast<double>(r.bytes_per_pass) / 1e6, inspect_conventions().size(),
+               secs, a.out.empty() ? "" : "; wrote " + a.out);
   }
   return kExitOk;
 }
@@ -47,10 +47,12 @@ int run_inspect(InspectArgs& a) {
 void setup_inspect(CLI::App& app, CommandRegistry& registry) {
   auto args = std::make_shared<InspectArgs>();
   auto* sub = app.add_subcommand("inspect", "Per-tensor FP8 quantization diagnostics of a checkpoint");
-  sub->add_option("--checkpoint", args->checkpoint, "Hugging Face checkpoint directory (default: bundled stories260K)");
+  sub->add_option("--checkpoint", args->checkpoint,
+                  "Hugging Face checkpoint directory (default: bundled stories260K)");
   sub->add_option("--out,-o", args->out, "also write the numbers to this HDF5 file");
   sub->add_flag("--force", args->force, "overwrite an existing output file");
-  sub->add_option("--rows", args->rows, "tensors shown in the table, worst first (0 = all)")->capture_default_str();
+  sub->add_option("--rows", args->rows, "tensors shown in the table, worst first (0 = all)")
+      ->capture_default_str();
   sub->add_option("--flag-margin-db", args->opt.flag_margin_db,
                   "flag layers whose worst SNR is this many dB below the median layer's")
       ->capture_default_str();

@@ -69,8 +69,8 @@ class ProgressBar {
     const double eta = rate > 0 ? static_cast<double>(total - done) / rate : 0.0;
     const int width = 30;
     const int filled = total > 0 ? static_cast<int>(width * done / total) : width;
-    fmt::print(stderr, "\r[{:<{}}] {}/{} tokens  {:.0f} tok/s  ETA {:.0f}s ", std::string(static_cast<std::size_t>(filled), '#'),
-               width, done, total, rate, eta);
+    fmt::print(stderr, "\r[{:<{}}] {}/{} tokens  {:.0f} tok/s  ETA {:.0f}s ",
+               std::string(static_cast<std::size_t>(filled), '#'), width, done, total, rate, eta);
     if (done >= total) fmt::print(stderr, "\n");
   }
 
@@ -93,7 +93,8 @@ std::shared_ptr<const ReplayBackend> select_backend(const std::string& name, con
     RLP_THROW_INPUT("--backend cuda: {}", e.what());
   }
 #else
-  RLP_THROW_INPUT("--backend cuda: this build has no CUDA backend (the CUDA toolkit was not found at build time)");
+  RLP_THROW_INPUT(
+      "--backend cuda: this build has no CUDA backend (the CUDA toolkit was not found at build time)");
 #endif
 }
 
@@ -113,10 +114,11 @@ int run(ReplayArgs& a) {
   if (!ckpt.unused_tensors().empty()) {
     std::string names;
     for (const auto& n : ckpt.unused_tensors()) names += " " + n;
-    fmt::print(stderr, "rlparity: note: {} tensor(s) in {} are not used by {}:{}\n", ckpt.unused_tensors().size(),
-               a.checkpoint, ckpt.spec().arch_name, names);
+    fmt::print(stderr, "rlparity: note: {} tensor(s) in {} are not used by {}:{}\n",
+               ckpt.unused_tensors().size(), a.checkpoint, ckpt.spec().arch_name, names);
   }
-  std::vector<InputSequence> inputs = read_inputs_jsonl(a.inputs, ckpt.spec().vocab, ckpt.spec().max_positions);
+  std::vector<InputSequence> inputs =
+      read_inputs_jsonl(a.inputs, ckpt.spec().vocab, ckpt.spec().max_positions);
 
   ReplayOptions& opt = a.opt;
   opt.recipes = split_list(a.recipes);
@@ -130,16 +132,21 @@ int run(ReplayArgs& a) {
   const auto& knobs = knob_table();
   for (std::size_t i = 0; i < knobs.size(); ++i) {
     if (!a.gen_knob_values[i].empty()) opt.recipe.gen_knobs.emplace_back(knobs[i].name, a.gen_knob_values[i]);
-    if (!a.train_knob_values[i].empty()) opt.recipe.train_knobs.emplace_back(knobs[i].name, a.train_knob_values[i]);
+    if (!a.train_knob_values[i].empty())
+      opt.recipe.train_knobs.emplace_back(knobs[i].name, a.train_knob_values[i]);
   }
 
   AttributionOptions attr;
   attr.recipe = a.attribute_recipe;
   for (const auto& what : split_list(a.attribute)) {
-    if (what == "layers") attr.layers = true;
-    else if (what == "knobs") attr.knobs = true;
-    else if (what == "kv-scales") attr.kv_scales = true;
-    else RLP_THROW_INPUT("--attribute: expected layers, knobs or kv-scales, got '{}'", what);
+    if (what == "layers")
+      attr.layers = true;
+    else if (what == "knobs")
+      attr.knobs = true;
+    else if (what == "kv-scales")
+      attr.kv_scales = true;
+    else
+      RLP_THROW_INPUT("--attribute: expected layers, knobs or kv-scales, got '{}'", what);
   }
   if (attr.kv_scales && opt.kv_scales_stale_dir.empty())
     RLP_THROW_INPUT("--attribute kv-scales needs --kv-scales stale:DIR");
@@ -153,9 +160,10 @@ int run(ReplayArgs& a) {
     for (const auto& [name, t] : ckpt.tensors()) mapped += t.nbytes;
     const MemoryEstimate est = estimate_replay_memory(ckpt.spec(), inputs, opt, thread_count(), mapped);
     if (est.total > memory_limit)
-      RLP_THROW_INPUT("estimated peak memory {} exceeds --max-memory {} ({}); refusing to start. Estimate:\n{}"
-                      "Fewer --threads, fewer or shorter sequences, fewer recipes or --no-oracle lower it.",
-                      format_bytes(est.total), a.max_memory, format_bytes(memory_limit), est.describe());
+      RLP_THROW_INPUT(
+          "estimated peak memory {} exceeds --max-memory {} ({}); refusing to start. Estimate:\n{}"
+          "Fewer --threads, fewer or shorter sequences, fewer recipes or --no-oracle lower it.",
+          format_bytes(est.total), a.max_memory, format_bytes(memory_limit), est.describe());
   }
 
   ProgressBar bar(!a.quiet && isatty(STDERR_FILENO));
@@ -189,49 +197,74 @@ int run(ReplayArgs& a) {
 
 void setup_replay(CLI::App& app, CommandRegistry& registry) {
   auto args = std::make_shared<ReplayArgs>();
-  auto* sub = app.add_subcommand("replay", "Replay inputs through generation- and training-style kernel paths");
-  sub->add_option("--checkpoint", args->checkpoint, "Hugging Face checkpoint directory (default: bundled stories260K)");
-  sub->add_option("--inputs", args->inputs, "JSONL inputs: {\"id\", \"prompt\": [ids], \"response\": [ids]?, \"logprobs\": [..]?}");
-  sub->add_option("--recipes", args->recipes, "comma-separated: bf16, fp8-gen, fp8-e2e, fp8-e2e-kv, fp16")->capture_default_str();
+  auto* sub =
+      app.add_subcommand("replay", "Replay inputs through generation- and training-style kernel paths");
+  sub->add_option("--checkpoint", args->checkpoint,
+                  "Hugging Face checkpoint directory (default: bundled stories260K)");
+  sub->add_option("--inputs", args->inputs,
+                  "JSONL inputs: {\"id\", \"prompt\": [ids], \"response\": [ids]?, \"logprobs\": [..]?}");
+  sub->add_option("--recipes", args->recipes, "comma-separated: bf16, fp8-gen, fp8-e2e, fp8-e2e-kv, fp16")
+      ->capture_default_str();
   sub->add_option("--out,-o", args->out, "output HDF5 run file")->capture_default_str();
   sub->add_flag("--force", args->force, "overwrite an existing output file");
   sub->add_option("--threads", args->threads, "worker threads (0 = all cores); results do not depend on it");
   sub->add_option("--seed", args->opt.seed, "seed for sampled responses")->capture_default_str();
-  sub->add_option("--sample-recipe", args->opt.sample_recipe, "recipe whose generation path samples missing responses")->capture_default_str();
-  sub->add_option("--max-new-tokens", args->opt.max_new_tokens, "tokens sampled per missing response")->capture_default_str()->check(CLI::Range(1, 1 << 20));
-  sub->add_option("--temperature", args->opt.temperature, "sampling temperature (0 = greedy)")->capture_default_str()->check(CLI::Range(0.0, 100.0));
-  sub->add_option("--bf16-first-layers", args->opt.recipe.bf16_first_layers, "keep the first N decoder layers in bf16 on fp8 paths")->check(CLI::NonNegativeNumber);
-  sub->add_option("--bf16-last-layers", args->opt.recipe.bf16_last_layers, "keep the last N decoder layers in bf16 on fp8 paths")->check(CLI::NonNegativeNumber);
+  sub->add_option("--sample-recipe", args->opt.sample_recipe,
+                  "recipe whose generation path samples missing responses")
+      ->capture_default_str();
+  sub->add_option("--max-new-tokens", args->opt.max_new_tokens, "tokens sampled per missing response")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--temperature", args->opt.temperature, "sampling temperature (0 = greedy)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 100.0));
+  sub->add_option("--bf16-first-layers", args->opt.recipe.bf16_first_layers,
+                  "keep the first N decoder layers in bf16 on fp8 paths")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--bf16-last-layers", args->opt.recipe.bf16_last_layers,
+                  "keep the last N decoder layers in bf16 on fp8 paths")
+      ->check(CLI::NonNegativeNumber);
   sub->add_flag("--pow2-scales", args->opt.recipe.pow2_scales, "power-of-2 fp8 scales on fp8 paths");
-  sub->add_option("--kv-scales", args->kv_scales, "fp8 KV-cache scales: recalibrated, or stale:DIR (calibrated on an earlier checkpoint)")->capture_default_str();
-  sub->add_option("--kv-scale-method", args->kv_scale_method, "nemo (p99.9 amax x 1.05 / 448) or vllm (amax/200, amax/100)")
-      ->check(CLI::IsMember({"nemo", "vllm"}))->capture_default_str();
-  sub->add_option("--is-cap", args->opt.is_cap, "importance-ratio cap C for truncated/masked IS fractions")->capture_default_str();
+  sub->add_option("--kv-scales", args->kv_scales,
+                  "fp8 KV-cache scales: recalibrated, or stale:DIR (calibrated on an earlier checkpoint)")
+      ->capture_default_str();
+  sub->add_option("--kv-scale-method", args->kv_scale_method,
+                  "nemo (p99.9 amax x 1.05 / 448) or vllm (amax/200, amax/100)")
+      ->check(CLI::IsMember({"nemo", "vllm"}))
+      ->capture_default_str();
+  sub->add_option("--is-cap", args->opt.is_cap, "importance-ratio cap C for truncated/masked IS fractions")
+      ->capture_default_str();
   sub->add_flag("--no-oracle", args->no_oracle, "skip the float64 oracle");
-  sub->add_option("--attribute", args->attribute,
-                  "comma-separated: layers (per-layer fp8 divergence + measured --bf16-first/last-layers "
-                  "recommendation), knobs (per-knob divergence), kv-scales (stale vs recalibrated; automatic with "
-                  "--kv-scales stale:DIR)");
+  sub->add_option(
+      "--attribute", args->attribute,
+      "comma-separated: layers (per-layer fp8 divergence + measured --bf16-first/last-layers "
+      "recommendation), knobs (per-knob divergence), kv-scales (stale vs recalibrated; automatic with "
+      "--kv-scales stale:DIR)");
   sub->add_option("--attribute-recipe", args->attribute_recipe,
-                  "recipe that layers/knobs attribute (default: the first of --recipes with fp8 generation, else fp8-gen)");
-  sub->add_option("--max-memory", args->max_memory,
-                  "refuse to start when the estimated peak memory exceeds SIZE (e.g. 8G, 512M); the estimate is "
-                  "conservative and printed when refused (docs/robustness.md)");
+                  "recipe that layers/knobs attribute (default: the first of --recipes with fp8 generation, "
+                  "else fp8-gen)");
+  sub->add_option(
+      "--max-memory", args->max_memory,
+      "refuse to start when the estimated peak memory exceeds SIZE (e.g. 8G, 512M); the estimate is "
+      "conservative and printed when refused (docs/robustness.md)");
   sub->add_flag("--allow-nonfinite", args->allow_nonfinite, "accept NaN/inf in weights");
   sub->add_option("--backend", args->backend, "cpu (default) or cuda")->capture_default_str();
-  sub->add_option("--cuda-gemm", args->cuda_gemm,
-                  "with --backend cuda: cublaslt (the library's own accumulation order, as the engines run it) or "
-                  "exact (the emulator's stated order in CUDA kernels: the same bits as --backend cpu; "
-                  "docs/cuda-backend.md)")
+  sub->add_option(
+         "--cuda-gemm", args->cuda_gemm,
+         "with --backend cuda: cublaslt (the library's own accumulation order, as the engines run it) or "
+         "exact (the emulator's stated order in CUDA kernels: the same bits as --backend cpu; "
+         "docs/cuda-backend.md)")
       ->capture_default_str();
   sub->add_flag("--quiet,-q", args->quiet, "no progress bar or summary");
   const auto& knobs = knob_table();
   args->gen_knob_values.resize(knobs.size());
   args->train_knob_values.resize(knobs.size());
   for (std::size_t i = 0; i < knobs.size(); ++i) {
-    sub->add_option("--gen-" + knobs[i].name, args->gen_knob_values[i], "generation path: " + knobs[i].help + " (" + knobs[i].values + ")")
+    sub->add_option("--gen-" + knobs[i].name, args->gen_knob_values[i],
+                    "generation path: " + knobs[i].help + " (" + knobs[i].values + ")")
         ->group("Generation-path knobs");
-    sub->add_option("--train-" + knobs[i].name, args->train_knob_values[i], "training path: " + knobs[i].help + " (" + knobs[i].values + ")")
+    sub->add_option("--train-" + knobs[i].name, args->train_knob_values[i],
+                    "training path: " + knobs[i].help + " (" + knobs[i].values + ")")
         ->group("Training-path knobs");
   }
   registry.add(sub, [args] {

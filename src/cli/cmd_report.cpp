@@ -35,12 +35,14 @@ void write_atomically(const std::string& path, const std::string& text, const ch
   const fs::path p(path);
   const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) RLP_THROW_INPUT("cannot write {} '{}': directory '{}' does not exist", what, path, dir.string());
+  if (!fs::is_directory(dir, ec))
+    RLP_THROW_INPUT("cannot write {} '{}': directory '{}' does not exist", what, path, dir.string());
   if (fs::is_directory(p, ec)) RLP_THROW_INPUT("cannot write {} '{}': it is a directory", what, path);
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) RLP_THROW_INPUT("cannot write {} '{}': {}", what, tmp, std::strerror(errno));
-  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0 &&
+                  ::fsync(::fileno(f)) == 0;
   const int err = errno;
   if (std::fclose(f) != 0 || !ok) {
     ::unlink(tmp.c_str());
@@ -54,7 +56,8 @@ void write_atomically(const std::string& path, const std::string& text, const ch
 }
 
 // Writes the rendered HTML (and Markdown, when asked) and says so unless quiet.
-int write_outputs(const ReportArgs& a, const std::string& html, const std::string& md, const std::string& what) {
+int write_outputs(const ReportArgs& a, const std::string& html, const std::string& md,
+                  const std::string& what) {
   write_atomically(a.out, html, "HTML report");
   if (!a.markdown.empty()) write_atomically(a.markdown, md, "Markdown report");
   if (!a.quiet) {
@@ -68,7 +71,8 @@ int write_outputs(const ReportArgs& a, const std::string& html, const std::strin
 // `format`); run-file options make no sense there.
 int run_inspect_report(const ReportArgs& a) {
   if (!a.baseline.empty() || !a.thresholds.empty() || !a.preset.empty() || !a.inspect.empty())
-    RLP_THROW_INPUT("'{}' is an inspect file: --baseline, --thresholds, --preset and --inspect need a run file", a.run);
+    RLP_THROW_INPUT(
+        "'{}' is an inspect file: --baseline, --thresholds, --preset and --inspect need a run file", a.run);
   const InspectResult r = read_inspect_file(a.run);
   report::ReportOptions opt;
   opt.inspect_path = a.run;
@@ -118,15 +122,24 @@ int run_report(const ReportArgs& a) {
 
 void setup_report(CLI::App& app, CommandRegistry& registry) {
   auto args = std::make_shared<ReportArgs>();
-  auto* sub = app.add_subcommand("report", "Render a run file as a self-contained HTML report (and Markdown)");
-  sub->add_option("run", args->run, "run file (HDF5) written by replay or compare, or an inspect file (inspect --out)")->required();
+  auto* sub =
+      app.add_subcommand("report", "Render a run file as a self-contained HTML report (and Markdown)");
+  sub->add_option("run", args->run,
+                  "run file (HDF5) written by replay or compare, or an inspect file (inspect --out)")
+      ->required();
   sub->add_option("-o,--out", args->out, "HTML output file")->capture_default_str();
-  sub->add_option("--markdown", args->markdown, "also write a Markdown summary (summary table + worst tokens) here");
-  sub->add_option("--baseline", args->baseline, "baseline run file: show deltas of every summary statistic against it");
-  sub->add_option("--thresholds", args->thresholds, "TOML thresholds file (docs/gate.md): show pass/fail verdicts");
+  sub->add_option("--markdown", args->markdown,
+                  "also write a Markdown summary (summary table + worst tokens) here");
+  sub->add_option("--baseline", args->baseline,
+                  "baseline run file: show deltas of every summary statistic against it");
+  sub->add_option("--thresholds", args->thresholds,
+                  "TOML thresholds file (docs/gate.md): show pass/fail verdicts");
   sub->add_option("--preset", args->preset, "named thresholds (nemo-rl, verl): show pass/fail verdicts");
-  sub->add_option("--inspect", args->inspect, "inspect file (inspect --out): add its per-tensor and per-layer sections");
-  sub->add_option("--worst", args->worst, "rows of each worst-tokens table in the HTML report")->capture_default_str()->check(CLI::Range(1, 100000));
+  sub->add_option("--inspect", args->inspect,
+                  "inspect file (inspect --out): add its per-tensor and per-layer sections");
+  sub->add_option("--worst", args->worst, "rows of each worst-tokens table in the HTML report")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
   sub->add_flag("-q,--quiet", args->quiet, "print nothing on success");
   registry.add(sub, [args] { return run_report(*args); });
 }

@@ -22,11 +22,13 @@ int run_selfcheck() {
       {"bf16(1 + 2^-8) ties to even -> 1", round_bf16(1.0f + 0x1p-8f), 1.0},
       {"bf16(1 + 3*2^-8) ties to even -> 1 + 2^-6", round_bf16(1.0f + 3 * 0x1p-8f), 1.0 + 0x1p-6},
       {"e4m3 satfinite(500) -> 448", round_e4m3_sat(500.0f), 448.0},
-      {"e4m3(464) ties to even -> 448", fp8_to_float(float_to_fp8(464.0f, Fp8Kind::e4m3, Saturation::none), Fp8Kind::e4m3), 448.0},
+      {"e4m3(464) ties to even -> 448",
+       fp8_to_float(float_to_fp8(464.0f, Fp8Kind::e4m3, Saturation::none), Fp8Kind::e4m3), 448.0},
       {"e4m3 smallest subnormal 2^-9", fp8_to_float(0x01, Fp8Kind::e4m3), 0x1p-9},
       {"e5m2 max 57344", fp8_to_float(0x7B, Fp8Kind::e5m2), 57344.0},
       {"fp16(65520) overflows -> inf", round_fp16(65520.0f), INFINITY},
-      {"ue8m0 up(448/3) -> 256", ue8m0_to_float(float_to_ue8m0(448.0f / 3.0f, Pow2Rounding::up, Saturation::satfinite)), 256.0},
+      {"ue8m0 up(448/3) -> 256",
+       ue8m0_to_float(float_to_ue8m0(448.0f / 3.0f, Pow2Rounding::up, Saturation::satfinite)), 256.0},
   };
   int failed = 0;
   for (const auto& c : cases) {

@@ -42,7 +42,8 @@ int run_summary(const SummaryArgs& a) {
     nlohmann::json recipes = nlohmann::json::array();
     for (const auto& r : run.recipes) {
       nlohmann::json s = nlohmann::json::object();
-      for (const auto& [k, v] : r.summary) s[k] = std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+      for (const auto& [k, v] : r.summary)
+        s[k] = std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
       recipes.push_back({{"name", r.name}, {"settings", r.settings}, {"summary", std::move(s)}});
     }
     j["recipes"] = std::move(recipes);

@@ -1,7 +1,7 @@
 // rlparity command line: assembles the subcommands (one file each) and turns errors into exit codes.
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
 

@@ -95,39 +95,42 @@ std::string get_id(const json& j, const std::string& where) {
   RLP_THROW_INPUT("{}: \"id\" must be a string or an integer", where);
 }
 
-std::vector<int32_t> get_tokens(const json& j, const char* key, const std::string& where, const std::string& id,
-                                bool required) {
+std::vector<int32_t> get_tokens(const json& j, const char* key, const std::string& where,
+                                const std::string& id, bool required) {
   std::vector<int32_t> out;
   if (!j.contains(key) || j[key].is_null()) {
     if (required) RLP_THROW_INPUT("{}: sequence '{}': missing \"{}\"", where, id, key);
     return out;
   }
   const json& a = j[key];
-  if (!a.is_array()) RLP_THROW_INPUT("{}: sequence '{}': \"{}\" must be an array of token ids", where, id, key);
+  if (!a.is_array())
+    RLP_THROW_INPUT("{}: sequence '{}': \"{}\" must be an array of token ids", where, id, key);
   for (std::size_t i = 0; i < a.size(); ++i) {
     const json& t = a[i];
-    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > std::numeric_limits<int32_t>::max())
-      RLP_THROW_INPUT("{}: sequence '{}': \"{}\"[{}] = {} is not a token id (an integer in [0, 2^31))", where, id, key,
-                      i, t.dump());
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
+        t.get<int64_t>() > std::numeric_limits<int32_t>::max())
+      RLP_THROW_INPUT("{}: sequence '{}': \"{}\"[{}] = {} is not a token id (an integer in [0, 2^31))", where,
+                      id, key, i, t.dump());
     out.push_back(static_cast<int32_t>(t.get<int64_t>()));
   }
   return out;
 }
 
 // One logprob value: finite and <= 1e-6.
-double check_logprob(const json& t, const char* key, std::size_t i, const std::string& where, const std::string& id) {
+double check_logprob(const json& t, const char* key, std::size_t i, const std::string& where,
+                     const std::string& id) {
   if (!t.is_number())
     RLP_THROW_INPUT("{}: sequence '{}': \"{}\"[{}] = {} is not a finite number", where, id, key, i, t.dump());
   const double v = t.get<double>();
   if (!std::isfinite(v)) RLP_THROW_INPUT("{}: sequence '{}': \"{}\"[{}] is not finite", where, id, key, i);
   if (v > kMaxLogprob)
-    RLP_THROW_INPUT("{}: sequence '{}': \"{}\"[{}] = {} is positive (a log-probability must be <= 0)", where, id, key,
-                    i, v);
+    RLP_THROW_INPUT("{}: sequence '{}': \"{}\"[{}] = {} is positive (a log-probability must be <= 0)", where,
+                    id, key, i, v);
   return v;
 }
 
-std::vector<double> get_logprobs(const json& j, const char* key, const std::string& where, const std::string& id,
-                                 std::size_t expected) {
+std::vector<double> get_logprobs(const json& j, const char* key, const std::string& where,
+                                 const std::string& id, std::size_t expected) {
   if (!j.contains(key)) RLP_THROW_INPUT("{}: sequence '{}': missing \"{}\"", where, id, key);
   const json& a = j[key];
   if (!a.is_array()) RLP_THROW_INPUT("{}: sequence '{}': \"{}\" must be an array of numbers", where, id, key);
@@ -183,12 +186,13 @@ long long numeric_suffix(const std::string& name, const std::string& prefix, con
       name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
     return -1;
   const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-  if (digits.empty() || digits.size() > 15 || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return -1;
+  if (digits.empty() || digits.size() > 15 || !std::all_of(digits.begin(), digits.end(), ::isdigit))
+    return -1;
   return std::stoll(digits);
 }
 
-std::vector<fs::path> numbered_entries(const fs::path& dir, const std::string& prefix, const std::string& suffix,
-                                       bool directories) {
+std::vector<fs::path> numbered_entries(const fs::path& dir, const std::string& prefix,
+                                       const std::string& suffix, bool directories) {
   std::vector<std::pair<long long, fs::path>> found;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
@@ -242,10 +246,11 @@ std::vector<DumpSequence> read_split_dumps(const std::string& gen_path, const st
     if (g.prompt != t.prompt)
       RLP_THROW_INPUT("sequence '{}': the prompt differs between {} and {}", g.id, g.where, t.where);
     if (g.response.size() != t.response.size())
-      RLP_THROW_INPUT("sequence '{}': the response has {} tokens at {} but {} at {}", g.id, g.response.size(), g.where,
-                      t.response.size(), t.where);
+      RLP_THROW_INPUT("sequence '{}': the response has {} tokens at {} but {} at {}", g.id, g.response.size(),
+                      g.where, t.response.size(), t.where);
     if (g.response != t.response)
-      RLP_THROW_INPUT("sequence '{}': the response token ids differ between {} and {}", g.id, g.where, t.where);
+      RLP_THROW_INPUT("sequence '{}': the response token ids differ between {} and {}", g.id, g.where,
+                      t.where);
     DumpSequence d;
     d.id = g.id;
     d.where = g.where + " + " + t.where;
@@ -258,8 +263,8 @@ std::vector<DumpSequence> read_split_dumps(const std::string& gen_path, const st
   }
   if (!by_id.empty()) {
     const SideLine& t = *by_id.begin()->second;  // report the first by id
-    RLP_THROW_INPUT("{}: sequence '{}' has no line in the generation file '{}' ({} training-only id(s))", t.where,
-                    t.id, gen_path, by_id.size());
+    RLP_THROW_INPUT("{}: sequence '{}' has no line in the generation file '{}' ({} training-only id(s))",
+                    t.where, t.id, gen_path, by_id.size());
   }
   return out;
 }
@@ -297,12 +302,12 @@ std::vector<DumpSequence> read_prime_rl_exports(const std::string& dir, std::siz
         if (!j.contains(key) || !j[key].is_array())
           RLP_THROW_INPUT("{}: sequence '{}': missing \"{}\" (an array)", l.where, id, key);
         if (j[key].size() != tokens.size())
-          RLP_THROW_INPUT("{}: sequence '{}': \"{}\" has {} values but \"token_ids\" has {}", l.where, id, key,
-                          j[key].size(), tokens.size());
+          RLP_THROW_INPUT("{}: sequence '{}': \"{}\" has {} values but \"token_ids\" has {}", l.where, id,
+                          key, j[key].size(), tokens.size());
       }
       if (mask.size() != tokens.size())
-        RLP_THROW_INPUT("{}: sequence '{}': \"loss_mask\" has {} values but \"token_ids\" has {}", l.where, id,
-                        mask.size(), tokens.size());
+        RLP_THROW_INPUT("{}: sequence '{}': \"loss_mask\" has {} values but \"token_ids\" has {}", l.where,
+                        id, mask.size(), tokens.size());
       DumpSequence d;
       d.id = id;
       d.where = l.where;
@@ -313,15 +318,18 @@ std::vector<DumpSequence> read_prime_rl_exports(const std::string& dir, std::siz
         if (mask[i].get<bool>()) {
           in_response = true;
           d.response.push_back(tokens[i]);
-          d.gen_logprobs.push_back(check_logprob(j["inference_logprobs"][i], "inference_logprobs", i, l.where, id));
-          d.train_logprobs.push_back(check_logprob(j["trainer_logprobs"][i], "trainer_logprobs", i, l.where, id));
+          d.gen_logprobs.push_back(
+              check_logprob(j["inference_logprobs"][i], "inference_logprobs", i, l.where, id));
+          d.train_logprobs.push_back(
+              check_logprob(j["trainer_logprobs"][i], "trainer_logprobs", i, l.where, id));
         } else if (!in_response) {
           d.prompt.push_back(tokens[i]);
         } else {
           ++drop;
         }
       }
-      if (d.response.empty()) RLP_THROW_INPUT("{}: sequence '{}': no loss_mask position is true", l.where, id);
+      if (d.response.empty())
+        RLP_THROW_INPUT("{}: sequence '{}': no loss_mask position is true", l.where, id);
       out.push_back(std::move(d));
     }
   }
@@ -352,8 +360,8 @@ RunData build_compare_run(const std::vector<DumpSequence>& seqs, const std::stri
   run.seq_offsets.push_back(0);
   for (const auto& s : seqs) {
     if (s.response.size() != s.gen_logprobs.size() || s.response.size() != s.train_logprobs.size())
-      RLP_THROW_INPUT("{}: sequence '{}': {} response tokens, {} generation and {} training logprobs", s.where, s.id,
-                      s.response.size(), s.gen_logprobs.size(), s.train_logprobs.size());
+      RLP_THROW_INPUT("{}: sequence '{}': {} response tokens, {} generation and {} training logprobs",
+                      s.where, s.id, s.response.size(), s.gen_logprobs.size(), s.train_logprobs.size());
     run.token_ids.insert(run.token_ids.end(), s.prompt.begin(), s.prompt.end());
     run.token_ids.insert(run.token_ids.end(), s.response.begin(), s.response.end());
     run.seq_offsets.push_back(static_cast<int64_t>(run.token_ids.size()));

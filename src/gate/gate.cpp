@@ -1,10 +1,10 @@
 #include "rlparity/gate/gate.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <set>
-
-#include <fmt/format.h>
 
 #include "rlparity/util/error.hpp"
 
@@ -32,10 +32,14 @@ std::optional<double> summary_value(const RecipeResult& r, const std::string& st
 
 double badness(Direction d, double x) {
   switch (d) {
-    case Direction::higher_is_better: return -x;
-    case Direction::closer_to_zero: return std::fabs(x);
-    case Direction::closer_to_one: return std::fabs(x - 1.0);
-    case Direction::lower_is_better: break;
+    case Direction::higher_is_better:
+      return -x;
+    case Direction::closer_to_zero:
+      return std::fabs(x);
+    case Direction::closer_to_one:
+      return std::fabs(x - 1.0);
+    case Direction::lower_is_better:
+      break;
   }
   return x;
 }
@@ -74,7 +78,8 @@ std::string fmt_num(double v) { return fmt::format("{:.6g}", v); }
 }  // namespace
 
 Direction direction_of(const std::string& s) {
-  if (s == "ess" || s == "rollout_is_eff_sample_size" || s == "top1_agree_frac") return Direction::higher_is_better;
+  if (s == "ess" || s == "rollout_is_eff_sample_size" || s == "top1_agree_frac")
+    return Direction::higher_is_better;
   if (s == "k1" || s == "rollout_corr_kl") return Direction::closer_to_zero;
   if (s.rfind("ratio_", 0) == 0) return Direction::closer_to_one;
   return Direction::lower_is_better;
@@ -82,10 +87,14 @@ Direction direction_of(const std::string& s) {
 
 const char* direction_name(Direction d) {
   switch (d) {
-    case Direction::higher_is_better: return "higher is better";
-    case Direction::closer_to_zero: return "closer to 0 is better";
-    case Direction::closer_to_one: return "closer to 1 is better";
-    case Direction::lower_is_better: break;
+    case Direction::higher_is_better:
+      return "higher is better";
+    case Direction::closer_to_zero:
+      return "closer to 0 is better";
+    case Direction::closer_to_one:
+      return "closer to 1 is better";
+    case Direction::lower_is_better:
+      break;
   }
   return "lower is better";
 }
@@ -103,17 +112,25 @@ double relative_worsening(Direction d, double value, double base) {
 }
 
 const std::vector<std::string>& headline_statistics() {
-  static const std::vector<std::string> names = {
-      "mean_abs_log_ratio", "p99_abs_log_ratio", "max_abs_log_ratio", "mean_kl_gen_train",
-      "token_mult_prob_error", "gen_kl_error", "ess", "top1_agree_frac"};
+  static const std::vector<std::string> names = {"mean_abs_log_ratio",
+                                                 "p99_abs_log_ratio",
+                                                 "max_abs_log_ratio",
+                                                 "mean_kl_gen_train",
+                                                 "token_mult_prob_error",
+                                                 "gen_kl_error",
+                                                 "ess",
+                                                 "top1_agree_frac"};
   return names;
 }
 
 const char* verdict_name(Verdict v) {
   switch (v) {
-    case Verdict::fail: return "fail";
-    case Verdict::missing: return "missing";
-    case Verdict::pass: break;
+    case Verdict::fail:
+      return "fail";
+    case Verdict::missing:
+      return "missing";
+    case Verdict::pass:
+      break;
   }
   return "pass";
 }
@@ -150,7 +167,8 @@ std::vector<std::string> check_baseline_compatible(const RunData& run, const Run
 GateResult evaluate(const RunData& run, const GateOptions& opts) {
   const bool have_thresholds = opts.thresholds && !opts.thresholds->empty();
   if (!have_thresholds && !opts.baseline)
-    RLP_THROW_INPUT("nothing to gate on: give thresholds (--thresholds FILE.toml or --preset) and/or --baseline");
+    RLP_THROW_INPUT(
+        "nothing to gate on: give thresholds (--thresholds FILE.toml or --preset) and/or --baseline");
   if (run.recipes.empty()) RLP_THROW_INPUT("the run has no recipes");
   if (!(opts.max_regression >= 0.0) || !std::isfinite(opts.max_regression))
     RLP_THROW_INPUT("max regression must be a finite number >= 0 (got {})", opts.max_regression);
@@ -171,9 +189,10 @@ GateResult evaluate(const RunData& run, const GateOptions& opts) {
   if (have_thresholds)
     for (const auto& [n, t] : opts.thresholds->recipes)
       if (!find_recipe(run, n))
-        RLP_THROW_INPUT("thresholds name recipe '{}', which the run does not have (the run has: {}; did you mean "
-                        "'{}'?)",
-                        n, fmt::join(all, ", "), nearest_name(n, all));
+        RLP_THROW_INPUT(
+            "thresholds name recipe '{}', which the run does not have (the run has: {}; did you mean "
+            "'{}'?)",
+            n, fmt::join(all, ", "), nearest_name(n, all));
   if (opts.baseline)
     res.notes = check_baseline_compatible(run, *opts.baseline, res.recipes, opts.allow_different_inputs);
 
@@ -211,7 +230,8 @@ GateResult evaluate(const RunData& run, const GateOptions& opts) {
       } else {
         const double v = *c.value;
         if (c.bound) {
-          if (std::isnan(v)) why.push_back("value is NaN");
+          if (std::isnan(v))
+            why.push_back("value is NaN");
           else if (c.bound->min && v < *c.bound->min)
             why.push_back(fmt::format("{} is below the minimum {}", fmt_num(v), fmt_num(*c.bound->min)));
           else if (c.bound->max && v > *c.bound->max)
@@ -219,8 +239,8 @@ GateResult evaluate(const RunData& run, const GateOptions& opts) {
         }
         if (c.baseline && !std::isnan(*c.baseline) && regressed(c.direction, v, *c.baseline, *c.tolerance)) {
           const double rel = relative_worsening(c.direction, v, *c.baseline);
-          why.push_back(fmt::format("{} is worse than the baseline {} by {} ({}; tolerance {:.4g}%)", fmt_num(v),
-                                    fmt_num(*c.baseline),
+          why.push_back(fmt::format("{} is worse than the baseline {} by {} ({}; tolerance {:.4g}%)",
+                                    fmt_num(v), fmt_num(*c.baseline),
                                     std::isnan(rel) ? std::string("more than 0 from a zero baseline")
                                                     : fmt::format("{:.4g}%", 100.0 * rel),
                                     direction_name(c.direction), 100.0 * *c.tolerance));

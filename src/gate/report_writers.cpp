@@ -1,9 +1,9 @@
 #include "rlparity/gate/report_writers.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-
-#include <fmt/format.h>
 
 namespace rlp::gate {
 
@@ -22,9 +22,12 @@ std::string baseline_cell(const Check& c) {
   if (c.value && !std::isnan(*c.value) && !std::isnan(*c.baseline)) {
     const double rel = relative_worsening(c.direction, *c.value, *c.baseline);
     if (!std::isnan(rel)) {
-      if (rel > 0) s += fmt::format(" ({:.1f}% worse)", 100.0 * rel);
-      else if (rel < 0) s += fmt::format(" ({:.1f}% better)", -100.0 * rel);
-      else s += " (same)";
+      if (rel > 0)
+        s += fmt::format(" ({:.1f}% worse)", 100.0 * rel);
+      else if (rel < 0)
+        s += fmt::format(" ({:.1f}% better)", -100.0 * rel);
+      else
+        s += " (same)";
     }
   }
   return s;
@@ -32,7 +35,8 @@ std::string baseline_cell(const Check& c) {
 
 std::string upper(const char* s) {
   std::string o(s);
-  std::transform(o.begin(), o.end(), o.begin(), [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
+  std::transform(o.begin(), o.end(), o.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
   return o;
 }
 
@@ -78,8 +82,10 @@ std::string format_gate_table(const GateResult& r) {
     std::string s;
     for (std::size_t i = 0; i < row.size(); ++i) {
       if (i) s += "  ";
-      if (i < 2 || i == row.size() - 1) s += fmt::format("{:<{}}", row[i], w[i]);
-      else s += fmt::format("{:>{}}", row[i], w[i]);
+      if (i < 2 || i == row.size() - 1)
+        s += fmt::format("{:<{}}", row[i], w[i]);
+      else
+        s += fmt::format("{:>{}}", row[i], w[i]);
     }
     while (!s.empty() && s.back() == ' ') s.pop_back();
     return s + "\n";
@@ -87,8 +93,8 @@ std::string format_gate_table(const GateResult& r) {
   std::string out = line(head);
   for (const auto& row : rows) out += line(row);
   for (const auto& c : r.checks)
-    if (c.verdict != Verdict::pass) out += fmt::format("{} {}/{}: {}\n", upper(verdict_name(c.verdict)), c.recipe,
-                                                       c.statistic, c.message);
+    if (c.verdict != Verdict::pass)
+      out += fmt::format("{} {}/{}: {}\n", upper(verdict_name(c.verdict)), c.recipe, c.statistic, c.message);
   for (const auto& n : r.notes) out += "note: " + n + "\n";
   out += fmt::format("gate: {} ({} checks, {} violations)\n", r.passed() ? "PASS" : "FAIL", r.checks.size(),
                      r.violations());
@@ -101,15 +107,32 @@ std::string xml_escape(const std::string& s) {
   for (char ch : s) {
     const auto u = static_cast<unsigned char>(ch);
     switch (ch) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      case '\'': o += "&apos;"; break;
-      case '\n': o += "&#10;"; break;
-      case '\r': o += "&#13;"; break;
-      case '\t': o += "&#9;"; break;
-      default: o += (u < 0x20 || u == 0x7f) ? '?' : ch;
+      case '&':
+        o += "&amp;";
+        break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      case '\'':
+        o += "&apos;";
+        break;
+      case '\n':
+        o += "&#10;";
+        break;
+      case '\r':
+        o += "&#13;";
+        break;
+      case '\t':
+        o += "&#9;";
+        break;
+      default:
+        o += (u < 0x20 || u == 0x7f) ? '?' : ch;
     }
   }
   return o;
@@ -124,15 +147,15 @@ std::string format_junit(const GateResult& r, const ReportContext& ctx) {
       if (c.recipe != recipe) continue;
       ++tests;
       const std::string cls = xml_escape("rlparity." + recipe);
-      cases += fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"0\"", cls, xml_escape(c.statistic));
+      cases +=
+          fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"0\"", cls, xml_escape(c.statistic));
       if (c.verdict == Verdict::pass) {
         cases += "/>\n";
         continue;
       }
       ++failures;
-      const std::string detail =
-          fmt::format("value: {}\nbound: {}\nbaseline: {}\n{}", opt_num(c.value), format_bound(c.bound),
-                      opt_num(c.baseline), c.message);
+      const std::string detail = fmt::format("value: {}\nbound: {}\nbaseline: {}\n{}", opt_num(c.value),
+                                             format_bound(c.bound), opt_num(c.baseline), c.message);
       cases += fmt::format(">\n      <failure message=\"{}\" type=\"{}\">{}</failure>\n    </testcase>\n",
                            xml_escape(c.message), verdict_name(c.verdict), xml_escape(detail));
     }
@@ -143,7 +166,8 @@ std::string format_junit(const GateResult& r, const ReportContext& ctx) {
   }
   (void)ctx;
   return fmt::format(
-      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"rlparity gate\" tests=\"{}\" failures=\"{}\" "
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"rlparity gate\" tests=\"{}\" "
+      "failures=\"{}\" "
       "errors=\"0\">\n{}</testsuites>\n",
       r.checks.size(), r.violations(), body);
 }
@@ -152,15 +176,18 @@ std::string format_markdown(const GateResult& r, const ReportContext& ctx) {
   std::string out = fmt::format("## rlparity gate: {}\n\n", r.passed() ? "PASS" : "FAIL");
   out += fmt::format("Run `{}`", ctx.run_path);
   if (!ctx.baseline_path.empty()) out += fmt::format(", baseline `{}`", ctx.baseline_path);
-  if (!ctx.threshold_sources.empty()) out += fmt::format(", thresholds: {}", md_escape(fmt::format("{}", fmt::join(ctx.threshold_sources, ", "))));
+  if (!ctx.threshold_sources.empty())
+    out +=
+        fmt::format(", thresholds: {}", md_escape(fmt::format("{}", fmt::join(ctx.threshold_sources, ", "))));
   out += fmt::format(". {} checks, {} violations.\n\n", r.checks.size(), r.violations());
   out += "| recipe | statistic | value | bound | baseline | verdict |\n";
   out += "|---|---|---:|---:|---:|---|\n";
   for (const auto& c : r.checks) {
-    const char* mark = c.verdict == Verdict::pass ? "pass" : (c.verdict == Verdict::fail ? "**FAIL**" : "**MISSING**");
+    const char* mark =
+        c.verdict == Verdict::pass ? "pass" : (c.verdict == Verdict::fail ? "**FAIL**" : "**MISSING**");
     out += fmt::format("| {} | {} | {} | {} | {} | {} |\n", md_escape(c.recipe), md_escape(c.statistic),
-                       md_escape(opt_num(c.value)), md_escape(format_bound(c.bound)), md_escape(baseline_cell(c)),
-                       mark);
+                       md_escape(opt_num(c.value)), md_escape(format_bound(c.bound)),
+                       md_escape(baseline_cell(c)), mark);
   }
   bool any = false;
   for (const auto& c : r.checks) {

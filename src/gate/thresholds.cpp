@@ -1,12 +1,13 @@
 #include "rlparity/gate/thresholds.hpp"
 
+#include <toml++/toml.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
-#include <toml++/toml.h>
 
 #include "rlparity/metrics/statistics.hpp"
 #include "rlparity/util/error.hpp"
@@ -44,9 +45,10 @@ std::string where(const toml::node& n, const std::string& source) {
 void check_statistic(const std::string& name, const std::string& loc) {
   const auto& valid = valid_statistics();
   if (std::binary_search(valid.begin(), valid.end(), name)) return;
-  RLP_THROW_INPUT("{}: unknown statistic '{}' (did you mean '{}'? the names are the summary attributes listed in "
-                  "docs/metrics.md)",
-                  loc, name, nearest_name(name, valid));
+  RLP_THROW_INPUT(
+      "{}: unknown statistic '{}' (did you mean '{}'? the names are the summary attributes listed in "
+      "docs/metrics.md)",
+      loc, name, nearest_name(name, valid));
 }
 
 double finite_number(const toml::node& n, const std::string& what, const std::string& loc) {
@@ -56,15 +58,16 @@ double finite_number(const toml::node& n, const std::string& what, const std::st
   return v;
 }
 
-void parse_regression_table(const toml::table& t, std::map<std::string, double>& out, const std::string& source,
-                            const std::string& table_name) {
+void parse_regression_table(const toml::table& t, std::map<std::string, double>& out,
+                            const std::string& source, const std::string& table_name) {
   for (const auto& [key, node] : t) {
     const std::string name(key.str());
     const std::string loc = where(node, source);
     check_statistic(name, loc);
     const double v = finite_number(node, table_name + "." + name, loc);
-    if (v < 0) RLP_THROW_INPUT("{}: {}.{} = {} is negative (a relative tolerance, e.g. 0.1 = 10%)", loc, table_name,
-                               name, v);
+    if (v < 0)
+      RLP_THROW_INPUT("{}: {}.{} = {} is negative (a relative tolerance, e.g. 0.1 = 10%)", loc, table_name,
+                      name, v);
     out[name] = v;
   }
 }
@@ -76,7 +79,8 @@ ThresholdTable parse_table(const toml::table& t, const std::string& source, cons
     const std::string loc = where(node, source);
     if (name == "max_regression") {
       const auto* sub = node.as_table();
-      if (!sub) RLP_THROW_INPUT("{}: [{}].max_regression must be a table of statistic = tolerance", loc, table_name);
+      if (!sub)
+        RLP_THROW_INPUT("{}: [{}].max_regression must be a table of statistic = tolerance", loc, table_name);
       parse_regression_table(*sub, out.max_regression, source, table_name + ".max_regression");
       continue;
     }
@@ -88,16 +92,19 @@ ThresholdTable parse_table(const toml::table& t, const std::string& source, cons
       for (const auto& [bk, bn] : *bt) {
         const std::string k(bk.str());
         const std::string bloc = where(bn, source);
-        if (k == "min") b.min = finite_number(bn, table_name + "." + name + ".min", bloc);
-        else if (k == "max") b.max = finite_number(bn, table_name + "." + name + ".max", bloc);
-        else RLP_THROW_INPUT("{}: {}.{}: unknown key '{}' (expected min and/or max)", bloc, table_name, name, k);
+        if (k == "min")
+          b.min = finite_number(bn, table_name + "." + name + ".min", bloc);
+        else if (k == "max")
+          b.max = finite_number(bn, table_name + "." + name + ".max", bloc);
+        else
+          RLP_THROW_INPUT("{}: {}.{}: unknown key '{}' (expected min and/or max)", bloc, table_name, name, k);
       }
       if (!b.min && !b.max) RLP_THROW_INPUT("{}: {}.{}: give min and/or max", loc, table_name, name);
       if (b.min && b.max && *b.min > *b.max)
         RLP_THROW_INPUT("{}: {}.{}: min {} is greater than max {}", loc, table_name, name, *b.min, *b.max);
     } else {
-      RLP_THROW_INPUT("{}: {}.{} must be a number (an upper bound) or a table {{ min = x, max = y }}", loc, table_name,
-                      name);
+      RLP_THROW_INPUT("{}: {}.{} must be a number (an upper bound) or a table {{ min = x, max = y }}", loc,
+                      table_name, name);
     }
     out.bounds[name] = b;
   }
@@ -150,10 +157,13 @@ std::map<std::string, Bound> Thresholds::bounds_for(const std::string& recipe) c
   return out;
 }
 
-std::optional<double> Thresholds::max_regression_for(const std::string& recipe, const std::string& statistic) const {
+std::optional<double> Thresholds::max_regression_for(const std::string& recipe,
+                                                     const std::string& statistic) const {
   if (auto it = recipes.find(recipe); it != recipes.end())
-    if (auto jt = it->second.max_regression.find(statistic); jt != it->second.max_regression.end()) return jt->second;
-  if (auto jt = defaults.max_regression.find(statistic); jt != defaults.max_regression.end()) return jt->second;
+    if (auto jt = it->second.max_regression.find(statistic); jt != it->second.max_regression.end())
+      return jt->second;
+  if (auto jt = defaults.max_regression.find(statistic); jt != defaults.max_regression.end())
+    return jt->second;
   return std::nullopt;
 }
 
@@ -197,8 +207,8 @@ Thresholds parse_thresholds(const std::string& toml_text, const std::string& sou
         th.recipes[rname] = parse_table(*rt, source, "recipes." + rname);
       }
     } else {
-      RLP_THROW_INPUT("{}: unknown top-level key '{}' (expected [default], [recipes.<name>], [max_regression])", loc,
-                      k);
+      RLP_THROW_INPUT(
+          "{}: unknown top-level key '{}' (expected [default], [recipes.<name>], [max_regression])", loc, k);
     }
   }
   return th;
@@ -210,7 +220,8 @@ Thresholds load_thresholds_file(const std::string& path) {
   if (std::filesystem::is_directory(path, ec)) RLP_THROW_INPUT("thresholds file '{}' is a directory", path);
   const auto size = std::filesystem::file_size(path, ec);
   if (!ec && size > kMaxThresholdsFileBytes)
-    RLP_THROW_INPUT("thresholds file '{}' is {} bytes, over the {} KiB limit", path, size, kMaxThresholdsFileBytes >> 10);
+    RLP_THROW_INPUT("thresholds file '{}' is {} bytes, over the {} KiB limit", path, size,
+                    kMaxThresholdsFileBytes >> 10);
   std::ifstream in(path, std::ios::binary);
   if (!in) RLP_THROW_INPUT("cannot read thresholds file '{}'", path);
   std::ostringstream ss;

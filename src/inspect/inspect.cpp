@@ -77,13 +77,17 @@ struct DV {
 // (maskz with an all-ones mask: the unmasked intrinsic's undefined pass-through operand trips
 // -Wmaybe-uninitialized in GCC's header.)
 RLP_VINLINE D8 widen_lo(FV v) {
-  return (D8)_mm512_maskz_cvtps_pd((__mmask8)0xFF, (__m256)__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7));
+  return (D8)_mm512_maskz_cvtps_pd((__mmask8)0xFF,
+                                   (__m256)__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7));
 }
 RLP_VINLINE D8 widen_hi(FV v) {
-  return (D8)_mm512_maskz_cvtps_pd((__mmask8)0xFF, (__m256)__builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15));
+  return (D8)_mm512_maskz_cvtps_pd((__mmask8)0xFF,
+                                   (__m256)__builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15));
 }
 #else
-RLP_VINLINE D8 widen_lo(FV v) { return __builtin_convertvector(__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7), D8); }
+RLP_VINLINE D8 widen_lo(FV v) {
+  return __builtin_convertvector(__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7), D8);
+}
 RLP_VINLINE D8 widen_hi(FV v) {
   return __builtin_convertvector(__builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15), D8);
 }
@@ -189,8 +193,8 @@ enum class Ref { none, store, compare };
 // Flush false: no nonzero element flushes (the smallest nonzero |x|'s |v| exceeds 2^-10, the tie
 // between 0 and the smallest e4m3 subnormal 2^-9).
 template <ScaleConvention C, bool General, Ref R, bool Count, bool Flush>
-void block_kernel(const float* __restrict x, int n, const BlockScale& bs, uint32_t* __restrict ref, DV& se2_io,
-                  BlockCounts& bc) {
+void block_kernel(const float* __restrict x, int n, const BlockScale& bs, uint32_t* __restrict ref,
+                  DV& se2_io, BlockCounts& bc) {
   const BlockScale s = bs;
   D8 se2_lo = se2_io.lo, se2_hi = se2_io.hi;
   IV sat = {}, clip = {}, flush = {};
@@ -251,34 +255,38 @@ template <ScaleConvention C>
 BlockKernel pick_kernel_c(bool general, Ref r, bool count, bool flush) {
   if (general) {
     switch (r) {
-      case Ref::none: return &block_kernel<C, true, Ref::none, true, true>;
-      case Ref::store: return &block_kernel<C, true, Ref::store, true, true>;
-      case Ref::compare: return &block_kernel<C, true, Ref::compare, true, true>;
+      case Ref::none:
+        return &block_kernel<C, true, Ref::none, true, true>;
+      case Ref::store:
+        return &block_kernel<C, true, Ref::store, true, true>;
+      case Ref::compare:
+        return &block_kernel<C, true, Ref::compare, true, true>;
     }
   }
   const int k = (count ? 2 : 0) + (flush ? 1 : 0);
   // The fast path's arithmetic: v = x * scale for te, deepgemm and nemo-refit alike.
   constexpr ScaleConvention F = C == ScaleConvention::vllm ? C : ScaleConvention::te;
-  static constexpr BlockKernel none[4] = {&block_kernel<F, false, Ref::none, false, false>,
-                                          &block_kernel<F, false, Ref::none, false, true>,
-                                          &block_kernel<F, false, Ref::none, true, false>,
-                                          &block_kernel<F, false, Ref::none, true, true>};
-  static constexpr BlockKernel store[4] = {&block_kernel<F, false, Ref::store, false, false>,
-                                           &block_kernel<F, false, Ref::store, false, true>,
-                                           &block_kernel<F, false, Ref::store, true, false>,
-                                           &block_kernel<F, false, Ref::store, true, true>};
-  static constexpr BlockKernel compare[4] = {&block_kernel<F, false, Ref::compare, false, false>,
-                                             &block_kernel<F, false, Ref::compare, false, true>,
-                                             &block_kernel<F, false, Ref::compare, true, false>,
-                                             &block_kernel<F, false, Ref::compare, true, true>};
+  static constexpr BlockKernel none[4] = {
+      &block_kernel<F, false, Ref::none, false, false>, &block_kernel<F, false, Ref::none, false, true>,
+      &block_kernel<F, false, Ref::none, true, false>, &block_kernel<F, false, Ref::none, true, true>};
+  static constexpr BlockKernel store[4] = {
+      &block_kernel<F, false, Ref::store, false, false>, &block_kernel<F, false, Ref::store, false, true>,
+      &block_kernel<F, false, Ref::store, true, false>, &block_kernel<F, false, Ref::store, true, true>};
+  static constexpr BlockKernel compare[4] = {
+      &block_kernel<F, false, Ref::compare, false, false>, &block_kernel<F, false, Ref::compare, false, true>,
+      &block_kernel<F, false, Ref::compare, true, false>, &block_kernel<F, false, Ref::compare, true, true>};
   return r == Ref::none ? none[k] : r == Ref::store ? store[k] : compare[k];
 }
 BlockKernel pick_kernel(ScaleConvention c, bool general, Ref r, bool count, bool flush) {
   switch (c) {
-    case ScaleConvention::te: return pick_kernel_c<ScaleConvention::te>(general, r, count, flush);
-    case ScaleConvention::vllm: return pick_kernel_c<ScaleConvention::vllm>(general, r, count, flush);
-    case ScaleConvention::deepgemm: return pick_kernel_c<ScaleConvention::deepgemm>(general, r, count, flush);
-    case ScaleConvention::nemo_refit: return pick_kernel_c<ScaleConvention::nemo_refit>(general, r, count, flush);
+    case ScaleConvention::te:
+      return pick_kernel_c<ScaleConvention::te>(general, r, count, flush);
+    case ScaleConvention::vllm:
+      return pick_kernel_c<ScaleConvention::vllm>(general, r, count, flush);
+    case ScaleConvention::deepgemm:
+      return pick_kernel_c<ScaleConvention::deepgemm>(general, r, count, flush);
+    case ScaleConvention::nemo_refit:
+      return pick_kernel_c<ScaleConvention::nemo_refit>(general, r, count, flush);
   }
   return pick_kernel_c<ScaleConvention::te>(general, r, count, flush);
 }
@@ -316,14 +324,18 @@ bool same_block(const BlockScale& a, bool a_mul, const BlockScale& b, bool b_mul
   if (a_mul && b_mul) return u(a.scale) == u(b.scale);
   if (!a_mul && !b_mul) return true;
   const uint32_t m = u(a_mul ? a.scale : b.scale), d = u(a_mul ? b.scale_inv : a.scale_inv);
-  const auto pow2_normal = [](uint32_t x) { return (x & 0x807FFFFFu) == 0u && (x >> 23) != 0u && (x >> 23) != 0xFFu; };
+  const auto pow2_normal = [](uint32_t x) {
+    return (x & 0x807FFFFFu) == 0u && (x >> 23) != 0u && (x >> 23) != 0xFFu;
+  };
   return pow2_normal(m) && pow2_normal(d) && (m >> 23) + (d >> 23) == 254u;  // 2^(em-127) * 2^(ed-127) = 1
 }
 
 // Converts n elements of `dtype` to float.
 inline void load_elems(const uint8_t* p, DType dtype, size_t n, float* out) {
   switch (dtype) {
-    case DType::f32: std::memcpy(out, p, 4 * n); break;
+    case DType::f32:
+      std::memcpy(out, p, 4 * n);
+      break;
     case DType::bf16:
       for (size_t i = 0; i < n; ++i) {
         uint16_t b;
@@ -365,17 +377,21 @@ std::string utc_now() {
 
 const char* convention_name(ScaleConvention c) {
   switch (c) {
-    case ScaleConvention::te: return "te";
-    case ScaleConvention::vllm: return "vllm";
-    case ScaleConvention::deepgemm: return "deepgemm";
-    case ScaleConvention::nemo_refit: return "nemo-refit";
+    case ScaleConvention::te:
+      return "te";
+    case ScaleConvention::vllm:
+      return "vllm";
+    case ScaleConvention::deepgemm:
+      return "deepgemm";
+    case ScaleConvention::nemo_refit:
+      return "nemo-refit";
   }
   return "?";
 }
 
 const std::vector<ScaleConvention>& inspect_conventions() {
-  static const std::vector<ScaleConvention> v{ScaleConvention::te, ScaleConvention::vllm, ScaleConvention::deepgemm,
-                                              ScaleConvention::nemo_refit};
+  static const std::vector<ScaleConvention> v{ScaleConvention::te, ScaleConvention::vllm,
+                                              ScaleConvention::deepgemm, ScaleConvention::nemo_refit};
   return v;
 }
 
@@ -395,22 +411,34 @@ void inspect_quantize(const float* x, std::size_t n, ScaleConvention c, const Bl
                       float* deq) {
   RLP_CHECK(n % kLanes == 0, "inspect_quantize: n = {} must be a multiple of {}", n, kLanes);
   switch (c) {
-    case ScaleConvention::te: quantize_elements<ScaleConvention::te>(x, n, s, codes, deq); break;
-    case ScaleConvention::vllm: quantize_elements<ScaleConvention::vllm>(x, n, s, codes, deq); break;
-    case ScaleConvention::deepgemm: quantize_elements<ScaleConvention::deepgemm>(x, n, s, codes, deq); break;
-    case ScaleConvention::nemo_refit: quantize_elements<ScaleConvention::nemo_refit>(x, n, s, codes, deq); break;
+    case ScaleConvention::te:
+      quantize_elements<ScaleConvention::te>(x, n, s, codes, deq);
+      break;
+    case ScaleConvention::vllm:
+      quantize_elements<ScaleConvention::vllm>(x, n, s, codes, deq);
+      break;
+    case ScaleConvention::deepgemm:
+      quantize_elements<ScaleConvention::deepgemm>(x, n, s, codes, deq);
+      break;
+    case ScaleConvention::nemo_refit:
+      quantize_elements<ScaleConvention::nemo_refit>(x, n, s, codes, deq);
+      break;
   }
 }
 
-std::vector<QuantStats> inspect_matrix(const uint8_t* data, DType dtype, int64_t rows, int64_t cols, int block,
-                                       const std::vector<ScaleConvention>& conventions, double* amax_min,
-                                       double* amax_median, double* amax_max) {
+std::vector<QuantStats> inspect_matrix(const uint8_t* data, DType dtype, int64_t rows, int64_t cols,
+                                       int block, const std::vector<ScaleConvention>& conventions,
+                                       double* amax_min, double* amax_median, double* amax_max) {
   RLP_CHECK(rows > 0 && cols > 0, "inspect: empty matrix {}x{}", rows, cols);
   RLP_CHECK(block > 0, "inspect: block size {} must be positive", block);
   RLP_CHECK(data != nullptr, "inspect: null data");
   const size_t esize = dtype_size(dtype);
-  Geometry g{rows, cols, block, static_cast<int>((rows + block - 1) / block),
-             static_cast<int>((cols + block - 1) / block), (block + kLanes - 1) / kLanes * kLanes};
+  Geometry g{rows,
+             cols,
+             block,
+             static_cast<int>((rows + block - 1) / block),
+             static_cast<int>((cols + block - 1) / block),
+             (block + kLanes - 1) / kLanes * kLanes};
   const size_t nblocks = static_cast<size_t>(g.rb) * static_cast<size_t>(g.cb);
   const size_t K = conventions.size();
   const bool have_te = !conventions.empty() && conventions[0] == ScaleConvention::te;
@@ -479,8 +507,10 @@ std::vector<QuantStats> inspect_matrix(const uint8_t* data, DType dtype, int64_t
         D8 sx2_lo = sx2_lo0, sx2_hi = sx2_hi0;
         for (int r = 0; r < nr; ++r) {
           float* row = buf.data() + static_cast<size_t>(r) * static_cast<size_t>(g.bcp);
-          load_elems(data + (static_cast<size_t>(r0 + r) * static_cast<size_t>(cols) + static_cast<size_t>(c0)) * esize,
-                     dtype, static_cast<size_t>(nc), row);
+          load_elems(
+              data +
+                  (static_cast<size_t>(r0 + r) * static_cast<size_t>(cols) + static_cast<size_t>(c0)) * esize,
+              dtype, static_cast<size_t>(nc), row);
           for (int i = 0; i < g.bcp; i += kLanes) {
             const FV xv = loadv(row + i);
             const UV a = bits(xv) & 0x7FFFFFFFu;
@@ -584,10 +614,12 @@ std::vector<QuantStats> inspect_matrix(const uint8_t* data, DType dtype, int64_t
               // share: the same errors, added to its own sum in order).
               if (rep_pre[ci] != ci) a[ci].se2 = pre[rep_pre[ci]];
               sh[ci] = ci;
-              const Ref r = !have_te || p != ci ? Ref::none : ci == 0 ? (need_ref ? Ref::store : Ref::none) : Ref::compare;
+              const Ref r = !have_te || p != ci ? Ref::none
+                            : ci == 0           ? (need_ref ? Ref::store : Ref::none)
+                                                : Ref::compare;
               BlockCounts own;
-              pick_kernel(conventions[ci], !fast[ci], r, count[ci] != 0, flush[ci] != 0)(buf.data(), n, sc[ci],
-                                                                                          ref.data(), a[ci].se2, own);
+              pick_kernel(conventions[ci], !fast[ci], r, count[ci] != 0, flush[ci] != 0)(
+                  buf.data(), n, sc[ci], ref.data(), a[ci].se2, own);
               bcnt[ci] = p == ci ? own : bcnt[p];
             } else {
               bcnt[ci] = bcnt[p];
@@ -630,8 +662,9 @@ std::vector<QuantStats> inspect_matrix(const uint8_t* data, DType dtype, int64_t
         q.blocks_differ += acc.blocks_differ;
       }
       q.snr_db = snr_db(q.sum_sq_x, q.sum_sq_err);
-      q.rel_fro_err = q.sum_sq_x == 0.0 ? (q.sum_sq_err == 0.0 ? 0.0 : std::numeric_limits<double>::infinity())
-                                        : std::sqrt(q.sum_sq_err / q.sum_sq_x);
+      q.rel_fro_err = q.sum_sq_x == 0.0
+                          ? (q.sum_sq_err == 0.0 ? 0.0 : std::numeric_limits<double>::infinity())
+                          : std::sqrt(q.sum_sq_err / q.sum_sq_x);
       q.blocks_differ_frac = static_cast<double>(q.blocks_differ) / static_cast<double>(nblocks);
       out.push_back(q);
     }
@@ -687,9 +720,10 @@ InspectResult inspect_checkpoint(const Checkpoint& ckpt, const InspectOptions& o
       ti.dtype = dtype_name(t.dtype);
       ti.rows = t.shape[0];
       ti.cols = t.shape[1];
-      ti.blocks = ((ti.rows + options.block - 1) / options.block) * ((ti.cols + options.block - 1) / options.block);
-      ti.stats = inspect_matrix(t.data, t.dtype, ti.rows, ti.cols, options.block, inspect_conventions(), &ti.amax_min,
-                                &ti.amax_median, &ti.amax_max);
+      ti.blocks =
+          ((ti.rows + options.block - 1) / options.block) * ((ti.cols + options.block - 1) / options.block);
+      ti.stats = inspect_matrix(t.data, t.dtype, ti.rows, ti.cols, options.block, inspect_conventions(),
+                                &ti.amax_min, &ti.amax_median, &ti.amax_max);
       r.bytes_per_pass += static_cast<int64_t>(t.nbytes);
       r.tensors.push_back(std::move(ti));
     }
@@ -699,12 +733,13 @@ InspectResult inspect_checkpoint(const Checkpoint& ckpt, const InspectOptions& o
     if (std::isnan(a) != std::isnan(b)) return std::isnan(a);
     return a < b;
   };
-  std::stable_sort(r.tensors.begin(), r.tensors.end(), [&](const TensorInspection& a, const TensorInspection& b) {
-    const double wa = a.worst_snr_db(), wb = b.worst_snr_db();
-    if (key_less(wa, wb)) return true;
-    if (key_less(wb, wa)) return false;
-    return a.name < b.name;
-  });
+  std::stable_sort(r.tensors.begin(), r.tensors.end(),
+                   [&](const TensorInspection& a, const TensorInspection& b) {
+                     const double wa = a.worst_snr_db(), wb = b.worst_snr_db();
+                     if (key_less(wa, wb)) return true;
+                     if (key_less(wb, wa)) return false;
+                     return a.name < b.name;
+                   });
 
   std::map<int, LayerSummary> per_layer;
   for (const auto& t : r.tensors) {  // worst first: the first tensor seen per layer is its worst
@@ -728,8 +763,9 @@ InspectResult inspect_checkpoint(const Checkpoint& ckpt, const InspectOptions& o
     if (s.flagged) r.flagged_layers.push_back(l);
     r.layers.push_back(s);
   }
-  std::stable_sort(r.layers.begin(), r.layers.end(),
-                   [&](const LayerSummary& a, const LayerSummary& b) { return key_less(a.worst_snr_db, b.worst_snr_db); });
+  std::stable_sort(r.layers.begin(), r.layers.end(), [&](const LayerSummary& a, const LayerSummary& b) {
+    return key_less(a.worst_snr_db, b.worst_snr_db);
+  });
 
   // Smallest F + K (then smallest F) whose bf16 edges cover every flagged layer.
   const int L = spec.layers;
@@ -757,7 +793,8 @@ InspectResult inspect_checkpoint(const Checkpoint& ckpt, const InspectOptions& o
   if (r.flagged_layers.empty()) {
     r.recommendation = fmt::format(
         "layers by worst SNR: {}. No layer is more than {:.1f} dB below the median layer ({:.1f} dB) or has "
-        "outlier blocks (amax max/median > {:.0f}): no bf16 layers indicated; confirm with `replay --attribute "
+        "outlier blocks (amax max/median > {:.0f}): no bf16 layers indicated; confirm with `replay "
+        "--attribute "
         "layers`.",
         ranked, options.flag_margin_db, median, options.flag_amax_spread);
   } else {
@@ -765,21 +802,23 @@ InspectResult inspect_checkpoint(const Checkpoint& ckpt, const InspectOptions& o
     for (int l : r.flagged_layers) flagged += (flagged.empty() ? "" : ",") + std::to_string(l);
     r.recommendation = fmt::format(
         "layers by worst SNR: {}; outlier blocks (amax max/median > {:.0f}): {}. Keep in bf16: layer(s) {} "
-        "(more than {:.1f} dB below the median layer, {:.1f} dB, or outlier blocks) -> --bf16-first-layers {} "
+        "(more than {:.1f} dB below the median layer, {:.1f} dB, or outlier blocks) -> --bf16-first-layers "
+        "{} "
         "--bf16-last-layers {} ({} layer(s) in bf16); measure it with `replay --attribute layers`.",
-        ranked, options.flag_amax_spread, outliers.empty() ? "none" : outliers, flagged, options.flag_margin_db,
-        median, bestF, bestK, bestF + bestK);
+        ranked, options.flag_amax_spread, outliers.empty() ? "none" : outliers, flagged,
+        options.flag_margin_db, median, bestF, bestK, bestF + bestK);
   }
   return r;
 }
 
 std::string format_inspect(const InspectResult& r, std::size_t max_rows) {
   std::string s;
-  s += fmt::format("{:<34} {:>11} {:>27} | {:^31} | {:^31} | {:>8} {:>7} {:>8} {:>6}\n", "tensor (worst SNR first)",
-                   "shape", "block amax min/median/max", "SNR dB, fp32 scales", "SNR dB, pow2 scales", "rel err",
-                   "sat", "flushed", "differ");
-  s += fmt::format("{:<34} {:>11} {:>27} | {:>7} {:>7} {:>7} {:>7} | {:>7} {:>7} {:>7} {:>7} | {:>8} {:>7} {:>8} {:>6}\n",
-                   "", "", "", "te", "vllm", "dg", "nemo", "te", "vllm", "dg", "nemo", "worst", "max", "max", "max");
+  s += fmt::format("{:<34} {:>11} {:>27} | {:^31} | {:^31} | {:>8} {:>7} {:>8} {:>6}\n",
+                   "tensor (worst SNR first)", "shape", "block amax min/median/max", "SNR dB, fp32 scales",
+                   "SNR dB, pow2 scales", "rel err", "sat", "flushed", "differ");
+  s += fmt::format(
+      "{:<34} {:>11} {:>27} | {:>7} {:>7} {:>7} {:>7} | {:>7} {:>7} {:>7} {:>7} | {:>8} {:>7} {:>8} {:>6}\n",
+      "", "", "", "te", "vllm", "dg", "nemo", "te", "vllm", "dg", "nemo", "worst", "max", "max", "max");
   const std::size_t n = max_rows == 0 ? r.tensors.size() : std::min(max_rows, r.tensors.size());
   for (std::size_t i = 0; i < n; ++i) {
     const auto& t = r.tensors[i];
@@ -803,7 +842,8 @@ std::string format_inspect(const InspectResult& r, std::size_t max_rows) {
     }
     s += fmt::format(" {:>8.2e} {:>7} {:>8} {:>5.1f}%\n", worst_rel, max_sat, max_flush, 100.0 * max_differ);
   }
-  if (n < r.tensors.size()) s += fmt::format("... {} more tensors (all in the HDF5 output)\n", r.tensors.size() - n);
+  if (n < r.tensors.size())
+    s += fmt::format("... {} more tensors (all in the HDF5 output)\n", r.tensors.size() - n);
   s += "recommendation: " + r.recommendation + "\n";
   return s;
 }
@@ -839,7 +879,8 @@ void write_inspect_file(const std::string& path, const InspectResult& r, const s
     h5::write_attr_string(file, "recommendation", r.recommendation, "/recommendation");
     h5::write_attr_string(file, "flagged_layers", nlohmann::json(r.flagged_layers).dump(), "/flagged_layers");
     const int32_t F = r.bf16_first_layers, K = r.bf16_last_layers;
-    h5::write_attr_scalar(file, "bf16_first_layers", H5T_STD_I32LE, H5T_NATIVE_INT32, &F, "/bf16_first_layers");
+    h5::write_attr_scalar(file, "bf16_first_layers", H5T_STD_I32LE, H5T_NATIVE_INT32, &F,
+                          "/bf16_first_layers");
     h5::write_attr_scalar(file, "bf16_last_layers", H5T_STD_I32LE, H5T_NATIVE_INT32, &K, "/bf16_last_layers");
 
     h5::Id tensors = h5::create_group(file, "tensors", "/tensors");
@@ -870,7 +911,8 @@ void write_inspect_file(const std::string& path, const InspectResult& r, const s
         i64(g.get(), pre + "clipped", q.clipped, base + "/" + pre + "clipped");
         i64(g.get(), pre + "flushed", q.flushed, base + "/" + pre + "flushed");
         i64(g.get(), pre + "nonfinite", q.nonfinite, base + "/" + pre + "nonfinite");
-        f64(g.get(), pre + "blocks_differ_frac", q.blocks_differ_frac, base + "/" + pre + "blocks_differ_frac");
+        f64(g.get(), pre + "blocks_differ_frac", q.blocks_differ_frac,
+            base + "/" + pre + "blocks_differ_frac");
       }
       g.close("close group " + base);
     }
@@ -886,12 +928,12 @@ void write_inspect_file(const std::string& path, const InspectResult& r, const s
       spread.push_back(l.max_amax_spread);
       worst.push_back(l.worst_tensor);
     }
-    h5::write_dataset(layers.get(), "layer", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, idx.data(), idx.size(), sizeof(double),
-                      "/layers/layer");
+    h5::write_dataset(layers.get(), "layer", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, idx.data(), idx.size(),
+                      sizeof(double), "/layers/layer");
     h5::write_dataset(layers.get(), "worst_snr_db", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, snr.data(), snr.size(),
                       sizeof(double), "/layers/worst_snr_db");
-    h5::write_dataset(layers.get(), "flagged", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, flagged.data(), flagged.size(),
-                      sizeof(double), "/layers/flagged");
+    h5::write_dataset(layers.get(), "flagged", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, flagged.data(),
+                      flagged.size(), sizeof(double), "/layers/flagged");
     h5::write_dataset(layers.get(), "max_amax_spread", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, spread.data(),
                       spread.size(), sizeof(double), "/layers/max_amax_spread");
     h5::write_string_dataset(layers.get(), "worst_tensor", worst, "/layers/worst_tensor");
@@ -924,7 +966,8 @@ nlohmann::json parse_json(const std::string& text, const std::string& what) {
 bool is_inspect_file(const std::string& path) {
   bool yes = false;
   try {
-    h5::read_file(path, "inspect file", [&](hid_t file) { yes = read_format_attr(file) == "rlparity-inspect"; });
+    h5::read_file(path, "inspect file",
+                  [&](hid_t file) { yes = read_format_attr(file) == "rlparity-inspect"; });
   } catch (const std::exception&) {
     return false;
   }
@@ -938,13 +981,16 @@ InspectResult read_inspect_file(const std::string& path) {
       throw h5::H5Failure("not an inspect file (root attribute format is not \"rlparity-inspect\")");
     int64_t version = 0;
     h5::read_attr_scalar(file, "inspect_version", H5T_NATIVE_INT64, &version, "/inspect_version");
-    if (version != 1) throw h5::H5Failure("inspect_version " + std::to_string(version) + " not supported (this rlparity reads 1)");
+    if (version != 1)
+      throw h5::H5Failure("inspect_version " + std::to_string(version) +
+                          " not supported (this rlparity reads 1)");
     r.checkpoint_path = h5::read_attr_string(file, "checkpoint_path", "/checkpoint_path");
     r.checkpoint_hash = h5::read_attr_string(file, "checkpoint_hash", "/checkpoint_hash");
     r.model_spec = parse_json(h5::read_attr_string(file, "model_spec", "/model_spec"), "/model_spec");
     r.recommendation = h5::read_attr_string(file, "recommendation", "/recommendation");
-    r.flagged_layers = parse_json(h5::read_attr_string(file, "flagged_layers", "/flagged_layers"), "/flagged_layers")
-                           .get<std::vector<int>>();
+    r.flagged_layers =
+        parse_json(h5::read_attr_string(file, "flagged_layers", "/flagged_layers"), "/flagged_layers")
+            .get<std::vector<int>>();
     int32_t F = 0, K = 0;
     h5::read_attr_scalar(file, "bf16_first_layers", H5T_NATIVE_INT32, &F, "/bf16_first_layers");
     h5::read_attr_scalar(file, "bf16_last_layers", H5T_NATIVE_INT32, &K, "/bf16_last_layers");
@@ -989,17 +1035,20 @@ InspectResult read_inspect_file(const std::string& path) {
           q.flushed = i64(pre + "flushed");
           q.nonfinite = i64(pre + "nonfinite");
           q.blocks_differ_frac = f64(pre + "blocks_differ_frac");
-          q.blocks_differ = static_cast<int64_t>(std::llround(q.blocks_differ_frac * static_cast<double>(t.blocks)));
+          q.blocks_differ =
+              static_cast<int64_t>(std::llround(q.blocks_differ_frac * static_cast<double>(t.blocks)));
           t.stats.push_back(q);
         }
       r.tensors.push_back(std::move(t));
     }
     h5::Id layers = h5::open_group(file, "layers", "/layers");
     const auto idx = h5::read_dataset<double>(layers.get(), "layer", H5T_NATIVE_DOUBLE, "/layers/layer");
-    const auto snr = h5::read_dataset<double>(layers.get(), "worst_snr_db", H5T_NATIVE_DOUBLE, "/layers/worst_snr_db");
-    const auto flagged = h5::read_dataset<double>(layers.get(), "flagged", H5T_NATIVE_DOUBLE, "/layers/flagged");
-    const auto spread =
-        h5::read_dataset<double>(layers.get(), "max_amax_spread", H5T_NATIVE_DOUBLE, "/layers/max_amax_spread");
+    const auto snr =
+        h5::read_dataset<double>(layers.get(), "worst_snr_db", H5T_NATIVE_DOUBLE, "/layers/worst_snr_db");
+    const auto flagged =
+        h5::read_dataset<double>(layers.get(), "flagged", H5T_NATIVE_DOUBLE, "/layers/flagged");
+    const auto spread = h5::read_dataset<double>(layers.get(), "max_amax_spread", H5T_NATIVE_DOUBLE,
+                                                 "/layers/max_amax_spread");
     const auto worst = h5::read_string_dataset(layers.get(), "worst_tensor", "/layers/worst_tensor");
     if (snr.size() != idx.size() || flagged.size() != idx.size() || spread.size() != idx.size() ||
         worst.size() != idx.size())

@@ -116,10 +116,12 @@ std::vector<std::string> list_links(hid_t group, const std::string& what) {
   check_status(H5Gget_info(group, &info), "list " + what);
   std::vector<std::string> names;
   for (hsize_t i = 0; i < info.nlinks; ++i) {
-    const ssize_t len = H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
+    const ssize_t len =
+        H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
     if (len < 0) fail("list " + what);
     std::string name(static_cast<std::size_t>(len) + 1, '\0');
-    if (H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), name.size(), H5P_DEFAULT) < 0)
+    if (H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), name.size(), H5P_DEFAULT) <
+        0)
       fail("list " + what);
     name.resize(static_cast<std::size_t>(len));
     names.push_back(std::move(name));
@@ -137,13 +139,14 @@ std::vector<std::string> list_attributes(hid_t obj, const std::string& what) {
   return names;
 }
 
-void write_attr_string(hid_t obj, const std::string& name, const std::string& value, const std::string& what) {
+void write_attr_string(hid_t obj, const std::string& name, const std::string& value,
+                       const std::string& what) {
   if (value.find('\0') != std::string::npos)
     throw H5Failure("attribute " + what + " contains a NUL character");
   Id type = vlen_string_type();
   Id space = make_id(H5Screate(H5S_SCALAR), H5Sclose, "create scalar dataspace");
-  Id attr = make_id(H5Acreate2(obj, name.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose,
-                    "create attribute " + what);
+  Id attr = make_id(H5Acreate2(obj, name.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT),
+                    H5Aclose, "create attribute " + what);
   const char* p = value.c_str();
   check_status(H5Awrite(attr.get(), type.get(), &p), "write attribute " + what);
   attr.close("close attribute " + what);
@@ -204,7 +207,8 @@ bool attr_is_numeric(hid_t obj, const std::string& name, const std::string& what
   return c == H5T_INTEGER || c == H5T_FLOAT;
 }
 
-void read_attr_scalar(hid_t obj, const std::string& name, hid_t mem_type, void* out, const std::string& what) {
+void read_attr_scalar(hid_t obj, const std::string& name, hid_t mem_type, void* out,
+                      const std::string& what) {
   if (!attr_exists(obj, name)) throw H5Failure("missing attribute " + what);
   if (!attr_is_numeric(obj, name, what)) throw H5Failure("attribute " + what + " is not a number");
   Id attr = make_id(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose, "open attribute " + what);
@@ -226,9 +230,12 @@ void write_dataset(hid_t loc, const std::string& name, hid_t file_type, hid_t me
     check_status(H5Pset_deflate(dcpl.get(), 4), "set deflate filter of " + what);
     check_status(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), "set fill time of " + what);
   }
-  Id dset = make_id(H5Dcreate2(loc, name.c_str(), file_type, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
-                    H5Dclose, "create dataset " + what);
-  if (n > 0) check_status(H5Dwrite(dset.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), "write dataset " + what);
+  Id dset =
+      make_id(H5Dcreate2(loc, name.c_str(), file_type, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
+              H5Dclose, "create dataset " + what);
+  if (n > 0)
+    check_status(H5Dwrite(dset.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data),
+                 "write dataset " + what);
   dset.close("close dataset " + what);
 }
 
@@ -244,8 +251,9 @@ void write_string_dataset(hid_t loc, const std::string& name, const std::vector<
   Id space = dataspace_1d(values.size());
   Id dcpl = make_id(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "create dataset property list");
   check_status(H5Pset_obj_track_times(dcpl.get(), false), "disable dataset time tracking");
-  Id dset = make_id(H5Dcreate2(loc, name.c_str(), type.get(), space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
-                    H5Dclose, "create dataset " + what);
+  Id dset =
+      make_id(H5Dcreate2(loc, name.c_str(), type.get(), space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
+              H5Dclose, "create dataset " + what);
   if (!values.empty())
     check_status(H5Dwrite(dset.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()),
                  "write dataset " + what);
@@ -283,7 +291,8 @@ std::vector<T> read_dataset(hid_t loc, const std::string& name, hid_t mem_type, 
   const std::size_t n = dataset_length(dset.get(), what);
   std::vector<T> out(n);
   if (n > 0)
-    check_status(H5Dread(dset.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), "read dataset " + what);
+    check_status(H5Dread(dset.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()),
+                 "read dataset " + what);
   return out;
 }
 
@@ -306,7 +315,8 @@ std::vector<std::string> read_string_dataset(hid_t loc, const std::string& name,
   if (is_var > 0) {
     Id mtype = vlen_string_type();
     std::vector<char*> ptrs(n, nullptr);
-    check_status(H5Dread(dset.get(), mtype.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), "read dataset " + what);
+    check_status(H5Dread(dset.get(), mtype.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()),
+                 "read dataset " + what);
     for (char* p : ptrs) out.emplace_back(p ? p : "");
     reclaim(mtype.get(), space.get(), ptrs.data());
     return out;
@@ -315,7 +325,8 @@ std::vector<std::string> read_string_dataset(hid_t loc, const std::string& name,
   Id mtype = make_id(H5Tcopy(H5T_C_S1), H5Tclose, "copy string type");
   check_status(H5Tset_size(mtype.get(), size), "set string size");
   std::vector<char> buf(n * size + 1, '\0');
-  check_status(H5Dread(dset.get(), mtype.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()), "read dataset " + what);
+  check_status(H5Dread(dset.get(), mtype.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()),
+               "read dataset " + what);
   for (std::size_t i = 0; i < n; ++i) {
     const char* p = buf.data() + i * size;
     out.emplace_back(p, strnlen(p, size));
@@ -347,10 +358,12 @@ void write_file_atomic(const std::string& path, const std::function<void(hid_t f
   try {
     {
       Id fcpl = make_id(H5Pcreate(H5P_FILE_CREATE), H5Pclose, "create file property list");
-      if (H5Pset_obj_track_times(fcpl.get(), false) < 0) H5Eclear2(H5E_DEFAULT);  // root group times, best effort
+      if (H5Pset_obj_track_times(fcpl.get(), false) < 0)
+        H5Eclear2(H5E_DEFAULT);  // root group times, best effort
       Id fapl = make_id(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "create file access property list");
       check_status(H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG), "set file close degree");
-      if (H5Zfilter_avail(H5Z_FILTER_DEFLATE) <= 0) throw H5Failure("the HDF5 library lacks the deflate filter");
+      if (H5Zfilter_avail(H5Z_FILTER_DEFLATE) <= 0)
+        throw H5Failure("the HDF5 library lacks the deflate filter");
       Id file = make_id(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get()), H5Fclose,
                         "create temporary file '" + tmp + "'");
       write(file.get());
@@ -367,17 +380,20 @@ void write_file_atomic(const std::string& path, const std::function<void(hid_t f
   }
   const std::filesystem::path p(path);
   try {
-    fsync_path(p.has_parent_path() ? p.parent_path().string() : std::string("."), true);  // durability of the rename
+    fsync_path(p.has_parent_path() ? p.parent_path().string() : std::string("."),
+               true);  // durability of the rename
   } catch (const H5Failure&) {
   }
 }
 
-void read_file(const std::string& path, const std::string& what, const std::function<void(hid_t file)>& read) {
+void read_file(const std::string& path, const std::string& what,
+               const std::function<void(hid_t file)>& read) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::exists(path, ec)) RLP_THROW_INPUT("cannot read {} '{}': no such file", what, path);
   if (fs::is_directory(path, ec)) RLP_THROW_INPUT("cannot read {} '{}': it is a directory", what, path);
-  if (::access(path.c_str(), R_OK) != 0) RLP_THROW_INPUT("cannot read {} '{}': {}", what, path, std::strerror(errno));
+  if (::access(path.c_str(), R_OK) != 0)
+    RLP_THROW_INPUT("cannot read {} '{}': {}", what, path, std::strerror(errno));
   std::lock_guard<std::mutex> lock(h5_mutex());
   silence_errors();
   const htri_t is_h5 = H5Fis_hdf5(path.c_str());

@@ -23,7 +23,8 @@ namespace {
 
 // Checks names used as HDF5 link/attribute names.
 void check_name(const std::string& name, const std::string& what) {
-  if (name.empty() || name == "." || name.find('/') != std::string::npos || name.find('\0') != std::string::npos)
+  if (name.empty() || name == "." || name.find('/') != std::string::npos ||
+      name.find('\0') != std::string::npos)
     throw H5Failure(what + " name '" + name + "' is not a valid HDF5 name (empty, '.', or contains '/')");
 }
 
@@ -32,15 +33,17 @@ void validate(const RunData& run) {
   const std::size_t S = run.prompt_lengths.size();
   if (run.seq_offsets.size() != S + 1)
     throw H5Failure("/inputs/seq_offsets has " + std::to_string(run.seq_offsets.size()) +
-                    " entries, expected S+1 = " + std::to_string(S + 1) + " (S = length of /inputs/prompt_lengths)");
+                    " entries, expected S+1 = " + std::to_string(S + 1) +
+                    " (S = length of /inputs/prompt_lengths)");
   if (run.seq_offsets.front() != 0) throw H5Failure("/inputs/seq_offsets does not start at 0");
   std::size_t response_tokens = 0;
   for (std::size_t s = 0; s < S; ++s) {
     const int64_t len = run.seq_offsets[s + 1] - run.seq_offsets[s];
     if (len < 0) throw H5Failure("/inputs/seq_offsets decreases at index " + std::to_string(s + 1));
     if (run.prompt_lengths[s] < 0 || run.prompt_lengths[s] > len)
-      throw H5Failure("/inputs/prompt_lengths[" + std::to_string(s) + "] = " + std::to_string(run.prompt_lengths[s]) +
-                      " is outside [0, " + std::to_string(len) + "] (the sequence length)");
+      throw H5Failure("/inputs/prompt_lengths[" + std::to_string(s) +
+                      "] = " + std::to_string(run.prompt_lengths[s]) + " is outside [0, " +
+                      std::to_string(len) + "] (the sequence length)");
     response_tokens += static_cast<std::size_t>(len - run.prompt_lengths[s]);
   }
   if (run.seq_offsets.back() != static_cast<int64_t>(run.token_ids.size()))
@@ -96,8 +99,8 @@ void validate(const RunData& run) {
   }
 }
 
-void write_metric_group(hid_t parent, const std::string& name, const std::map<std::string, std::vector<double>>& m,
-                        const std::string& base) {
+void write_metric_group(hid_t parent, const std::string& name,
+                        const std::map<std::string, std::vector<double>>& m, const std::string& base) {
   Id g = h5::create_group(parent, name, base + "/" + name);
   for (const auto& [k, v] : m)
     h5::write_dataset(g.get(), k, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, v.data(), v.size(), sizeof(double),
@@ -137,8 +140,9 @@ void write_contents(hid_t file, const RunData& run) {
                       run.prompt_lengths.size(), sizeof(int32_t), "/inputs/prompt_lengths");
     h5::write_string_dataset(in.get(), "seq_ids", run.seq_ids, "/inputs/seq_ids");
     if (!run.engine_logprobs.empty())
-      h5::write_dataset(in.get(), "engine_logprobs", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, run.engine_logprobs.data(),
-                        run.engine_logprobs.size(), sizeof(double), "/inputs/engine_logprobs");
+      h5::write_dataset(in.get(), "engine_logprobs", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE,
+                        run.engine_logprobs.data(), run.engine_logprobs.size(), sizeof(double),
+                        "/inputs/engine_logprobs");
     in.close("close group /inputs");
   }
 
@@ -188,7 +192,8 @@ std::map<std::string, std::vector<double>> read_metric_group(hid_t parent, const
 nlohmann::json parse_json_attr(hid_t obj, const std::string& name, const std::string& what) {
   const std::string s = h5::read_attr_string(obj, name, what);
   if (json_nesting_depth(s) > kMaxJsonDepth)
-    throw H5Failure("attribute " + what + " is JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    throw H5Failure("attribute " + what + " is JSON nested deeper than " + std::to_string(kMaxJsonDepth) +
+                    " levels");
   try {
     return nlohmann::json::parse(s);
   } catch (const nlohmann::json::exception& e) {
@@ -201,8 +206,8 @@ RunData read_contents(hid_t file) {
   int64_t version = 0;
   h5::read_attr_scalar(file, "schema_version", H5T_NATIVE_INT64, &version, "/schema_version");
   if (version != kSchemaVersion)
-    throw H5Failure("schema version " + std::to_string(version) + " not supported (this rlparity reads version " +
-                    std::to_string(kSchemaVersion) + ")");
+    throw H5Failure("schema version " + std::to_string(version) +
+                    " not supported (this rlparity reads version " + std::to_string(kSchemaVersion) + ")");
   run.schema_version = static_cast<int>(version);
   run.tool_version = h5::read_attr_string(file, "tool_version", "/tool_version");
   run.command_line = h5::read_attr_string(file, "command_line", "/command_line");
@@ -217,7 +222,8 @@ RunData read_contents(hid_t file) {
   {
     Id in = h5::open_group(file, "inputs", "/inputs");
     run.token_ids = h5::read_dataset<int32_t>(in.get(), "token_ids", H5T_NATIVE_INT32, "/inputs/token_ids");
-    run.seq_offsets = h5::read_dataset<int64_t>(in.get(), "seq_offsets", H5T_NATIVE_INT64, "/inputs/seq_offsets");
+    run.seq_offsets =
+        h5::read_dataset<int64_t>(in.get(), "seq_offsets", H5T_NATIVE_INT64, "/inputs/seq_offsets");
     run.prompt_lengths =
         h5::read_dataset<int32_t>(in.get(), "prompt_lengths", H5T_NATIVE_INT32, "/inputs/prompt_lengths");
     run.seq_ids = h5::read_string_dataset(in.get(), "seq_ids", "/inputs/seq_ids");

@@ -18,8 +18,10 @@ class Sum {
   void add(double x) {
     const double t = s_ + x;
     if (std::isfinite(t)) {
-      if (std::fabs(s_) >= std::fabs(x)) c_ += (s_ - t) + x;
-      else c_ += (x - t) + s_;
+      if (std::fabs(s_) >= std::fabs(x))
+        c_ += (s_ - t) + x;
+      else
+        c_ += (x - t) + s_;
     }
     s_ = t;
   }
@@ -226,7 +228,10 @@ void finalize_recipe(RecipeResult& r, const std::vector<int64_t>& offsets, const
     Sum s;
     std::size_t cnt = 0;
     for (std::size_t q = 0; q < S; ++q)
-      if (len[q] > 0) { s.add(smpe[q]); ++cnt; }
+      if (len[q] > 0) {
+        s.add(smpe[q]);
+        ++cnt;
+      }
     sm["seq_mult_prob_error"] = cnt ? s.value() / static_cast<double>(cnt) : kNaN;
   }
   sm["rollout_corr_kl"] = k1;

@@ -1,10 +1,10 @@
 #include "rlparity/metrics/summary_table.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
-
-#include <fmt/format.h>
 
 namespace rlp {
 
@@ -36,9 +36,12 @@ std::string cell(const RecipeResult& r, const Column& c) {
   const double v = it->second;
   if (std::isnan(v)) return "nan";
   switch (c.style) {
-    case Style::kCount: return fmt::format("{:.0f}", v);
-    case Style::kSci: return fmt::format("{:.3e}", v);
-    case Style::kFixed4: return fmt::format("{:.4f}", v);
+    case Style::kCount:
+      return fmt::format("{:.0f}", v);
+    case Style::kSci:
+      return fmt::format("{:.3e}", v);
+    case Style::kFixed4:
+      return fmt::format("{:.4f}", v);
   }
   return "-";
 }

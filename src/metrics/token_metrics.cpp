@@ -11,7 +11,6 @@ namespace {
 // p * (a - b) with the 0 * anything = 0 convention for p == 0 (so -inf - -inf never makes a NaN).
 inline double weighted_diff(double p, double a, double b) { return p == 0.0 ? 0.0 : p * (a - b); }
 
-
 }  // namespace
 
 FullVocabStats full_vocab_stats(const float* logp_gen, const float* logp_train, int vocab) {
@@ -24,8 +23,14 @@ FullVocabStats full_vocab_stats(const float* logp_gen, const float* logp_train, 
   for (int v = 0; v < vocab; ++v) {
     const float fg = logp_gen[v];
     const float ft = logp_train[v];
-    if (!std::isnan(fg) && (best_g < 0 || fg > max_g)) { best_g = v; max_g = fg; }
-    if (!std::isnan(ft) && (best_t < 0 || ft > max_t)) { best_t = v; max_t = ft; }
+    if (!std::isnan(fg) && (best_g < 0 || fg > max_g)) {
+      best_g = v;
+      max_g = fg;
+    }
+    if (!std::isnan(ft) && (best_t < 0 || ft > max_t)) {
+      best_t = v;
+      max_t = ft;
+    }
     const double lg = static_cast<double>(fg);
     const double lt = static_cast<double>(ft);
     const double pg = std::exp(lg);

@@ -30,9 +30,12 @@ namespace fs = std::filesystem;
 // ---- dtype and TensorView ----------------------------------------------------------------------
 const char* dtype_name(DType d) {
   switch (d) {
-    case DType::f32: return "F32";
-    case DType::bf16: return "BF16";
-    case DType::f16: return "F16";
+    case DType::f32:
+      return "F32";
+    case DType::bf16:
+      return "BF16";
+    case DType::f16:
+      return "F16";
   }
   return "?";
 }
@@ -66,9 +69,12 @@ inline uint64_t load64(const uint8_t* p) {
 float TensorView::at(int64_t i) const {
   const auto k = static_cast<std::size_t>(i);
   switch (dtype) {
-    case DType::f32: return num::bits_f32(load32(data + 4 * k));
-    case DType::bf16: return num::bf16_bits_to_float(load16(data + 2 * k));
-    case DType::f16: return num::fp16_bits_to_float(load16(data + 2 * k));
+    case DType::f32:
+      return num::bits_f32(load32(data + 4 * k));
+    case DType::bf16:
+      return num::bf16_bits_to_float(load16(data + 2 * k));
+    case DType::f16:
+      return num::fp16_bits_to_float(load16(data + 2 * k));
   }
   return 0.0f;
 }
@@ -76,7 +82,9 @@ float TensorView::at(int64_t i) const {
 void TensorView::to_float(float* out) const {
   const auto n = static_cast<std::size_t>(numel());
   switch (dtype) {
-    case DType::f32: std::memcpy(out, data, 4 * n); break;
+    case DType::f32:
+      std::memcpy(out, data, 4 * n);
+      break;
     case DType::bf16:
       for (std::size_t i = 0; i < n; ++i) out[i] = num::bf16_bits_to_float(load16(data + 2 * i));
       break;
@@ -153,9 +161,12 @@ uint64_t xxh64(const void* data, std::size_t n, uint64_t seed) {
 namespace {
 bool is_nonfinite(const uint8_t* p, DType d) {
   switch (d) {
-    case DType::f32: return (load32(p) & 0x7F800000u) == 0x7F800000u;
-    case DType::bf16: return (load16(p) & 0x7F80u) == 0x7F80u;
-    case DType::f16: return (load16(p) & 0x7C00u) == 0x7C00u;
+    case DType::f32:
+      return (load32(p) & 0x7F800000u) == 0x7F800000u;
+    case DType::bf16:
+      return (load16(p) & 0x7F80u) == 0x7F80u;
+    case DType::f16:
+      return (load16(p) & 0x7C00u) == 0x7C00u;
   }
   return false;
 }
@@ -197,7 +208,8 @@ std::string read_text_file(const fs::path& p, uint64_t cap, const char* what) {
   if (!fs::is_regular_file(p, ec)) RLP_THROW_INPUT("{}: {} is not a regular file", p.string(), what);
   const auto size = fs::file_size(p, ec);
   if (ec) RLP_THROW_INPUT("{}: cannot read size: {}", p.string(), ec.message());
-  if (size > cap) RLP_THROW_INPUT("{}: {} is {} bytes, over the {} MiB limit", p.string(), what, size, cap >> 20);
+  if (size > cap)
+    RLP_THROW_INPUT("{}: {} is {} bytes, over the {} MiB limit", p.string(), what, size, cap >> 20);
   std::ifstream in(p, std::ios::binary);
   if (!in) RLP_THROW_INPUT("{}: cannot open {}", p.string(), what);
   std::string s(size, '\0');
@@ -304,26 +316,33 @@ Checkpoint Checkpoint::open(const std::string& dir_in, const CheckpointOptions& 
   // Where each tensor is expected (for error messages): the index's shard or the single file.
   std::map<std::string, std::string> expected_file;
   if (has_single && has_index)
-    RLP_THROW_INPUT("{}: both model.safetensors and model.safetensors.index.json are present; remove one "
-                    "(it is ambiguous which holds the weights)", dir_in);
+    RLP_THROW_INPUT(
+        "{}: both model.safetensors and model.safetensors.index.json are present; remove one "
+        "(it is ambiguous which holds the weights)",
+        dir_in);
   if (!has_single && !has_index)
-    RLP_THROW_INPUT("{}: no weights: neither model.safetensors nor model.safetensors.index.json exists", dir_in);
+    RLP_THROW_INPUT("{}: no weights: neither model.safetensors nor model.safetensors.index.json exists",
+                    dir_in);
 
   if (has_single) {
     impl->files.push_back(std::make_unique<detail::SafetensorsFile>(single.string()));
   } else {
     const std::string ip = index_path.string();
-    const nlohmann::json index = parse_json_file(read_text_file(index_path, 64ull << 20, "index"), index_path);
+    const nlohmann::json index =
+        parse_json_file(read_text_file(index_path, 64ull << 20, "index"), index_path);
     if (!index.is_object() || !index.contains("weight_map") || !index.at("weight_map").is_object())
       RLP_THROW_INPUT("{}: key 'weight_map' is missing or not an object", ip);
     std::map<std::string, std::size_t> shard_of_name;  // shard file -> index in files
     for (const auto& [tname, fv] : index.at("weight_map").items()) {
-      if (!fv.is_string()) RLP_THROW_INPUT("{}: weight_map entry for tensor '{}' is not a file name", ip, tname);
+      if (!fv.is_string())
+        RLP_THROW_INPUT("{}: weight_map entry for tensor '{}' is not a file name", ip, tname);
       const std::string shard = fv.get<std::string>();
       if (shard.empty() || shard.find('/') != std::string::npos || shard.find('\\') != std::string::npos ||
           shard == "." || shard == "..")
-        RLP_THROW_INPUT("{}: weight_map entry for tensor '{}': shard '{}' must be a plain file name in the checkpoint "
-                        "directory", ip, tname, shard);
+        RLP_THROW_INPUT(
+            "{}: weight_map entry for tensor '{}': shard '{}' must be a plain file name in the checkpoint "
+            "directory",
+            ip, tname, shard);
       expected_file[tname] = (dir / shard).string();
       shard_of_name.emplace(shard, 0);
     }
@@ -344,7 +363,8 @@ Checkpoint Checkpoint::open(const std::string& dir_in, const CheckpointOptions& 
       for (const auto& e : f->entries()) {
         auto [it, fresh] = holder.emplace(e.name, f->path());
         if (!fresh)
-          RLP_THROW_INPUT("{}: tensor '{}' is also in {} (duplicate across shards)", f->path(), e.name, it->second);
+          RLP_THROW_INPUT("{}: tensor '{}' is also in {} (duplicate across shards)", f->path(), e.name,
+                          it->second);
       }
     }
   }
@@ -353,10 +373,12 @@ Checkpoint Checkpoint::open(const std::string& dir_in, const CheckpointOptions& 
       if (has_index) {
         auto it = expected_file.find(e.name);
         if (it == expected_file.end())
-          RLP_THROW_INPUT("{}: tensor '{}' is in this shard but not listed in model.safetensors.index.json's weight_map",
-                          f->path(), e.name);
+          RLP_THROW_INPUT(
+              "{}: tensor '{}' is in this shard but not listed in model.safetensors.index.json's weight_map",
+              f->path(), e.name);
         if (it->second != f->path())
-          RLP_THROW_INPUT("{}: tensor '{}' is in this shard but the index maps it to {}", f->path(), e.name, it->second);
+          RLP_THROW_INPUT("{}: tensor '{}' is in this shard but the index maps it to {}", f->path(), e.name,
+                          it->second);
       }
       TensorView v;
       v.name = e.name;
@@ -370,7 +392,8 @@ Checkpoint Checkpoint::open(const std::string& dir_in, const CheckpointOptions& 
   }
   for (const auto& [tname, file] : expected_file) {
     if (!impl->tensors.count(tname))
-      RLP_THROW_INPUT("{}: tensor '{}' is listed in model.safetensors.index.json but missing from that shard", file, tname);
+      RLP_THROW_INPUT("{}: tensor '{}' is listed in model.safetensors.index.json but missing from that shard",
+                      file, tname);
   }
 
   // The architecture's tensors, by name and shape.
@@ -382,8 +405,9 @@ Checkpoint Checkpoint::open(const std::string& dir_in, const CheckpointOptions& 
     if (it == impl->tensors.end()) {
       auto ef = expected_file.find(r.name);
       const std::string where = has_single ? single.string()
-                                : ef != expected_file.end() ? ef->second
-                                                            : index_path.string() + " (weight_map has no entry)";
+                                : ef != expected_file.end()
+                                    ? ef->second
+                                    : index_path.string() + " (weight_map has no entry)";
       RLP_THROW_INPUT("{}: tensor '{}' is missing (required by {} with this config, shape {})", where, r.name,
                       spec.arch_name, shape_str(r.shape));
     }
@@ -395,8 +419,9 @@ Checkpoint Checkpoint::open(const std::string& dir_in, const CheckpointOptions& 
     auto it = impl->tensors.find("lm_head.weight");
     const std::vector<int64_t> vh = {spec.vocab, spec.hidden};
     if (it != impl->tensors.end() && it->second.shape != vh)
-      RLP_THROW_INPUT("{}: tensor 'lm_head.weight' has shape {} but the embeddings are tied ({}) and it should be {}",
-                      it->second.file, shape_str(it->second.shape), shape_str(vh), shape_str(vh));
+      RLP_THROW_INPUT(
+          "{}: tensor 'lm_head.weight' has shape {} but the embeddings are tied ({}) and it should be {}",
+          it->second.file, shape_str(it->second.shape), shape_str(vh), shape_str(vh));
   }
   for (const auto& [tname, v] : impl->tensors) {
     (void)v;
@@ -417,7 +442,8 @@ Checkpoint Checkpoint::open(const std::string& dir_in, const CheckpointOptions& 
     order.push_back(&v);
     first_unit.push_back(units.size());
     const bool check = required_names.count(tname) != 0 && !options.allow_nonfinite;
-    for (uint64_t o = 0; o < v.nbytes; o += kHashUnit) units.push_back({&v, o, std::min<uint64_t>(kHashUnit, v.nbytes - o), check});
+    for (uint64_t o = 0; o < v.nbytes; o += kHashUnit)
+      units.push_back({&v, o, std::min<uint64_t>(kHashUnit, v.nbytes - o), check});
   }
   first_unit.push_back(units.size());
   std::vector<uint64_t> unit_hash(units.size());
@@ -443,8 +469,9 @@ Checkpoint Checkpoint::open(const std::string& dir_in, const CheckpointOptions& 
     for (std::size_t i = first_unit[t]; i < first_unit[t + 1]; ++i) {
       if (unit_bad[i] >= 0) {
         const float x = v.at(unit_bad[i]);
-        RLP_THROW_INPUT("{}: tensor '{}' has a non-finite value ({}) at flat index {} (pass --allow-nonfinite to accept)",
-                        v.file, v.name, x, unit_bad[i]);
+        RLP_THROW_INPUT(
+            "{}: tensor '{}' has a non-finite value ({}) at flat index {} (pass --allow-nonfinite to accept)",
+            v.file, v.name, x, unit_bad[i]);
       }
     }
     std::string uh;
@@ -457,7 +484,8 @@ Checkpoint Checkpoint::open(const std::string& dir_in, const CheckpointOptions& 
     for (int64_t d : v.shape) put64(static_cast<uint64_t>(d));
     put64(xxh64_impl(reinterpret_cast<const uint8_t*>(uh.data()), uh.size(), 0));
   }
-  impl->hash = fmt::format("{:016x}", xxh64_impl(reinterpret_cast<const uint8_t*>(record.data()), record.size(), 0));
+  impl->hash =
+      fmt::format("{:016x}", xxh64_impl(reinterpret_cast<const uint8_t*>(record.data()), record.size(), 0));
   return Checkpoint(std::move(impl));
 }
 

@@ -28,7 +28,8 @@ TensorData make_tensor(const std::string& name, DType dtype, std::vector<int64_t
     if (dtype == DType::f32) {
       std::memcpy(p + 4 * i, &values[i], 4);
     } else {
-      const uint16_t b = dtype == DType::bf16 ? num::float_to_bf16_bits(values[i]) : num::float_to_fp16_bits(values[i]);
+      const uint16_t b =
+          dtype == DType::bf16 ? num::float_to_bf16_bits(values[i]) : num::float_to_fp16_bits(values[i]);
       std::memcpy(p + 2 * i, &b, 2);
     }
   }
@@ -41,7 +42,8 @@ void write_safetensors(const std::string& path, const std::vector<TensorData>& t
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t off = 0;
   for (const auto& t : tensors) {
-    header[t.name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {off, off + t.bytes.size()}}};
+    header[t.name] = {
+        {"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {off, off + t.bytes.size()}}};
     off += t.bytes.size();
   }
   std::string h = header.dump();
@@ -49,10 +51,12 @@ void write_safetensors(const std::string& path, const std::vector<TensorData>& t
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) RLP_THROW_INPUT("{}: cannot create file", path);
   uint8_t len[8];
-  for (int k = 0; k < 8; ++k) len[k] = static_cast<uint8_t>((static_cast<uint64_t>(h.size()) >> (8 * k)) & 0xFF);
+  for (int k = 0; k < 8; ++k)
+    len[k] = static_cast<uint8_t>((static_cast<uint64_t>(h.size()) >> (8 * k)) & 0xFF);
   out.write(reinterpret_cast<const char*>(len), 8);
   out.write(h.data(), static_cast<std::streamsize>(h.size()));
-  for (const auto& t : tensors) out.write(reinterpret_cast<const char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
+  for (const auto& t : tensors)
+    out.write(reinterpret_cast<const char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
   out.close();
   if (!out) RLP_THROW_INPUT("{}: write failed", path);
 }
@@ -165,23 +169,27 @@ void write_random_checkpoint(const RandomCheckpointOptions& o) {
   const ArchInfo ai = arch_info(o.arch);
   (void)ai;
   if (o.out.empty()) RLP_THROW_INPUT("write_random_checkpoint: no output directory given");
-  if (o.hidden <= 0 || o.intermediate <= 0 || o.layers <= 0 || o.heads <= 0 || o.kv_heads <= 0 || o.vocab <= 0 ||
-      o.max_pos <= 0 || o.head_dim < 0)
+  if (o.hidden <= 0 || o.intermediate <= 0 || o.layers <= 0 || o.heads <= 0 || o.kv_heads <= 0 ||
+      o.vocab <= 0 || o.max_pos <= 0 || o.head_dim < 0)
     RLP_THROW_INPUT("write_random_checkpoint: sizes must be positive");
   if (o.head_dim == 0 && o.hidden % o.heads != 0)
-    RLP_THROW_INPUT("write_random_checkpoint: hidden {} is not divisible by heads {}; give --head-dim", o.hidden, o.heads);
-  if (o.heads % o.kv_heads != 0) RLP_THROW_INPUT("write_random_checkpoint: heads {} not a multiple of kv-heads {}", o.heads, o.kv_heads);
-  if (o.outlier_layer >= o.layers) RLP_THROW_INPUT("write_random_checkpoint: outlier layer {} >= layers {}", o.outlier_layer, o.layers);
+    RLP_THROW_INPUT("write_random_checkpoint: hidden {} is not divisible by heads {}; give --head-dim",
+                    o.hidden, o.heads);
+  if (o.heads % o.kv_heads != 0)
+    RLP_THROW_INPUT("write_random_checkpoint: heads {} not a multiple of kv-heads {}", o.heads, o.kv_heads);
+  if (o.outlier_layer >= o.layers)
+    RLP_THROW_INPUT("write_random_checkpoint: outlier layer {} >= layers {}", o.outlier_layer, o.layers);
   if (o.outlier_layer >= 0 && (o.outlier_channel < 0 || o.outlier_channel >= o.hidden))
-    RLP_THROW_INPUT("write_random_checkpoint: outlier channel {} outside [0, {})", o.outlier_channel, o.hidden);
+    RLP_THROW_INPUT("write_random_checkpoint: outlier channel {} outside [0, {})", o.outlier_channel,
+                    o.hidden);
 
   const int64_t H = o.hidden, I = o.intermediate, V = o.vocab, hd = head_dim_of(o);
   const int64_t q = o.heads * hd, kv = o.kv_heads * hd;
   const double proj_out_scale = 1.0 / std::sqrt(2.0 * o.layers);
 
   std::vector<TensorData> tensors;
-  auto gen = [&](const std::string& name, std::vector<int64_t> shape, double mean, double stddev, int layer = -1,
-                 bool outlier_input = false) {
+  auto gen = [&](const std::string& name, std::vector<int64_t> shape, double mean, double stddev,
+                 int layer = -1, bool outlier_input = false) {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     Normal normal(o.seed * 0x9E3779B97F4A7C15ull ^ fnv1a(name));

@@ -10,11 +10,11 @@
 #endif
 
 #include "rlparity/model/rope.hpp"
+#include "rlparity/numerics/exp2.hpp"
 #include "rlparity/numerics/formats.hpp"
+#include "rlparity/numerics/libm_model.hpp"
 #include "rlparity/numerics/quantize.hpp"
 #include "rlparity/util/error.hpp"
-#include "rlparity/numerics/exp2.hpp"
-#include "rlparity/numerics/libm_model.hpp"
 #include "rlparity/util/parallel.hpp"
 
 namespace rlp {
@@ -62,7 +62,8 @@ void EmulatedOps::embed(const int32_t* tokens, int n, Mat& h) const {
 // writes `(scalar_t)(x * s_variance) * weight[i]` with a bf16 multiply. unfused (TransformerEngine):
 // out = act(z * r * w) in fp32 with one rounding. r = 1/sqrt(var + eps): the GPU's rsqrtf is an
 // approximation (<= 2 ulp); we use the correctly rounded value.
-void EmulatedOps::rms_norm_row(const float* z_for_var, const float* z, const float* w, int n, float* out) const {
+void EmulatedOps::rms_norm_row(const float* z_for_var, const float* z, const float* w, int n,
+                               float* out) const {
   float sum = 0.0f;
   for (int i = 0; i < n; ++i) sum = std::fma(z_for_var[i], z_for_var[i], sum);
   const float var = sum / static_cast<float>(n);
@@ -76,25 +77,26 @@ void EmulatedOps::rms_norm_row(const float* z_for_var, const float* z, const flo
 
 void EmulatedOps::add_norm(Mat& resid, const Mat* delta, int layer, NormSlot slot, Mat& out) const {
   const int H = spec_.hidden;
-  const float* w = slot == NormSlot::final ? w_.final_norm.data()
+  const float* w = slot == NormSlot::final   ? w_.final_norm.data()
                    : slot == NormSlot::input ? w_.layers[static_cast<std::size_t>(layer)].input_norm.data()
                                              : w_.layers[static_cast<std::size_t>(layer)].post_norm.data();
   out.resize(resid.rows(), H);
   // Rows are independent: spread over threads (a long teacher-forced pass is one sequence).
   parallel_for(static_cast<std::size_t>(resid.rows()), kRowGrain, [&](std::size_t r0, std::size_t r1) {
-  std::vector<float> z(static_cast<std::size_t>(H));
-  for (Eigen::Index r = static_cast<Eigen::Index>(r0); r < static_cast<Eigen::Index>(r1); ++r) {
-    float* res = resid.row(r).data();
-    for (int i = 0; i < H; ++i) z[static_cast<std::size_t>(i)] = delta ? res[i] + (*delta)(r, i) : res[i];
-    // The residual stream keeps the act dtype unless the path keeps it in fp32 (Megatron's
-    // fp32_residual_connection).
-    for (int i = 0; i < H; ++i)
-      res[i] = style_.residual == ResidualDtype::act ? round_act(z[static_cast<std::size_t>(i)]) : z[static_cast<std::size_t>(i)];
-    // vLLM's fused_add_rms_norm accumulates the variance from the fp32 sum before it stores the
-    // rounded residual, then normalizes the rounded residual; an unfused norm sees only the stored one.
-    const float* var_src = style_.norm == NormKind::fused_add ? z.data() : res;
-    rms_norm_row(var_src, res, w, H, out.row(r).data());
-  }
+    std::vector<float> z(static_cast<std::size_t>(H));
+    for (Eigen::Index r = static_cast<Eigen::Index>(r0); r < static_cast<Eigen::Index>(r1); ++r) {
+      float* res = resid.row(r).data();
+      for (int i = 0; i < H; ++i) z[static_cast<std::size_t>(i)] = delta ? res[i] + (*delta)(r, i) : res[i];
+      // The residual stream keeps the act dtype unless the path keeps it in fp32 (Megatron's
+      // fp32_residual_connection).
+      for (int i = 0; i < H; ++i)
+        res[i] = style_.residual == ResidualDtype::act ? round_act(z[static_cast<std::size_t>(i)])
+                                                       : z[static_cast<std::size_t>(i)];
+      // vLLM's fused_add_rms_norm accumulates the variance from the fp32 sum before it stores the
+      // rounded residual, then normalizes the rounded residual; an unfused norm sees only the stored one.
+      const float* var_src = style_.norm == NormKind::fused_add ? z.data() : res;
+      rms_norm_row(var_src, res, w, H, out.row(r).data());
+    }
   });
 }
 
@@ -108,7 +110,8 @@ void EmulatedOps::residual_sum(const Mat& resid, const Mat& delta, Mat& out) con
   });
 }
 
-void EmulatedOps::gemm(const Mat& x, const PreparedLinear& lin, Mat& y, bool out_fp32, bool decode_step) const {
+void EmulatedOps::gemm(const Mat& x, const PreparedLinear& lin, Mat& y, bool out_fp32,
+                       bool decode_step) const {
   const int n = static_cast<int>(x.rows());
   // Kernel selection sees M = the engine's decode batch during decode steps (however many rows this
   // call groups), the token count otherwise.
@@ -123,14 +126,16 @@ void EmulatedOps::gemm(const Mat& x, const PreparedLinear& lin, Mat& y, bool out
     const num::Fp8Tensor xq = num::quantize_blocks(x.data(), n, lin.in, 1, 128, opts);
     num::gemm_fp8_blockscaled(xq, lin.wq, y.data(), cfg);
   } else {
-    num::gemm_f32acc(x.data(), lin.w.data(), style_.act == ActDtype::bf16 ? num::Half16::bf16 : num::Half16::fp16,
-                     y.data(), n, lin.out, lin.in, cfg);
+    num::gemm_f32acc(x.data(), lin.w.data(),
+                     style_.act == ActDtype::bf16 ? num::Half16::bf16 : num::Half16::fp16, y.data(), n,
+                     lin.out, lin.in, cfg);
   }
   if (!lin.bias.empty()) {
     // Bias added in the fp32 epilogue, one rounding to the act dtype.
     parallel_for(static_cast<std::size_t>(n), kRowGrain, [&](std::size_t r0, std::size_t r1) {
       for (Eigen::Index r = static_cast<Eigen::Index>(r0); r < static_cast<Eigen::Index>(r1); ++r)
-        for (int c = 0; c < lin.out; ++c) y(r, c) = round_act(y(r, c) + lin.bias[static_cast<std::size_t>(c)]);
+        for (int c = 0; c < lin.out; ++c)
+          y(r, c) = round_act(y(r, c) + lin.bias[static_cast<std::size_t>(c)]);
     });
   }
 }
@@ -157,41 +162,42 @@ void EmulatedOps::head_norm(Mat& x, int layer, Proj which) const {
 void EmulatedOps::rope(Mat& q, Mat& k, const int* positions) const {
   const int hd = spec_.head_dim, half = hd / 2;
   parallel_for(static_cast<std::size_t>(q.rows()), kRowGrain, [&](std::size_t r0, std::size_t r1) {
-  std::vector<float> cs(static_cast<std::size_t>(half)), sn(static_cast<std::size_t>(half));
-  auto rotate = [&](Mat& m, int r) {
-    for (int h = 0; h < m.cols() / hd; ++h) {
-      float* x = m.row(r).data() + h * hd;
-      for (int i = 0; i < half; ++i) {
-        const float a = x[i], b = x[i + half], c = cs[static_cast<std::size_t>(i)], s = sn[static_cast<std::size_t>(i)];
-        if (style_.rope_table_rounded) {
-          // vLLM's rotary kernel computes in scalar_t: every product and the sum round.
-          x[i] = round_act(round_act(a * c) - round_act(b * s));
-          x[i + half] = round_act(round_act(b * c) + round_act(a * s));
-        } else {
-          // TE's fused RoPE: fp32 arithmetic, one rounding.
-          x[i] = round_act(a * c - b * s);
-          x[i + half] = round_act(b * c + a * s);
+    std::vector<float> cs(static_cast<std::size_t>(half)), sn(static_cast<std::size_t>(half));
+    auto rotate = [&](Mat& m, int r) {
+      for (int h = 0; h < m.cols() / hd; ++h) {
+        float* x = m.row(r).data() + h * hd;
+        for (int i = 0; i < half; ++i) {
+          const float a = x[i], b = x[i + half], c = cs[static_cast<std::size_t>(i)],
+                      s = sn[static_cast<std::size_t>(i)];
+          if (style_.rope_table_rounded) {
+            // vLLM's rotary kernel computes in scalar_t: every product and the sum round.
+            x[i] = round_act(round_act(a * c) - round_act(b * s));
+            x[i + half] = round_act(round_act(b * c) + round_act(a * s));
+          } else {
+            // TE's fused RoPE: fp32 arithmetic, one rounding.
+            x[i] = round_act(a * c - b * s);
+            x[i + half] = round_act(b * c + a * s);
+          }
         }
       }
-    }
-  };
-  for (int r = static_cast<int>(r0); r < static_cast<int>(r1); ++r) {
-    const float pos = static_cast<float>(positions[r]);
-    for (int i = 0; i < half; ++i) {
-      // freqs = pos * inv_freq in fp32 (HF/vLLM build the table this way), cos/sin of that float.
-      const float angle = pos * inv_freq_[static_cast<std::size_t>(i)];
-      float c = static_cast<float>(std::cos(static_cast<double>(angle)));
-      float s = static_cast<float>(std::sin(static_cast<double>(angle)));
-      if (style_.rope_table_rounded) {
-        c = round_act(c);
-        s = round_act(s);
+    };
+    for (int r = static_cast<int>(r0); r < static_cast<int>(r1); ++r) {
+      const float pos = static_cast<float>(positions[r]);
+      for (int i = 0; i < half; ++i) {
+        // freqs = pos * inv_freq in fp32 (HF/vLLM build the table this way), cos/sin of that float.
+        const float angle = pos * inv_freq_[static_cast<std::size_t>(i)];
+        float c = static_cast<float>(std::cos(static_cast<double>(angle)));
+        float s = static_cast<float>(std::sin(static_cast<double>(angle)));
+        if (style_.rope_table_rounded) {
+          c = round_act(c);
+          s = round_act(s);
+        }
+        cs[static_cast<std::size_t>(i)] = c;
+        sn[static_cast<std::size_t>(i)] = s;
       }
-      cs[static_cast<std::size_t>(i)] = c;
-      sn[static_cast<std::size_t>(i)] = s;
+      rotate(q, r);
+      rotate(k, r);
     }
-    rotate(q, r);
-    rotate(k, r);
-  }
   });
 }
 
@@ -233,7 +239,8 @@ constexpr int kLaneChunk = 4;
 // s[j - b0] = q . K[j][col0 .. col0+hd) for keys b0..b1, each dot a sequential fp32 fma chain over
 // d from +0 (the order the paths model). Kt is K transposed: the loop over keys is contiguous and
 // vectorizes, each key's chain keeping its own order, so its result is unchanged.
-void key_dots(const float* q, const EmulatedOps::Mat& Kt, int col0, int hd, int b0, int b1, float* __restrict s) {
+void key_dots(const float* q, const EmulatedOps::Mat& Kt, int col0, int hd, int b0, int b1,
+              float* __restrict s) {
   const int nk = b1 - b0 + 1;
   std::fill(s, s + nk, 0.0f);
   for (int d = 0; d < hd; ++d) {
@@ -249,7 +256,8 @@ void key_dots(const float* q, const EmulatedOps::Mat& Kt, int col0, int hd, int 
 // each row of b loaded serves all L lanes. Scores: a = q, b = K^T (t = d), out = s. P.V: a = P,
 // b = V (t = key), out = acc.
 template <int L, int NV, bool FromZero>
-void lane_fma_chains(const float* const* a, const float* b, std::ptrdiff_t ldb, int nt, float* const* out, int off) {
+void lane_fma_chains(const float* const* a, const float* b, std::ptrdiff_t ldb, int nt, float* const* out,
+                     int off) {
   PvVec acc[L][NV];
   for (int l = 0; l < L; ++l)
     for (int v = 0; v < NV; ++v) acc[l][v] = FromZero ? pv_zero() : pv_load(out[l] + off + v * kPvLanes);
@@ -273,7 +281,8 @@ void key_dots_lanes(const float* const* q, const EmulatedOps::Mat& Kt, int col0,
   const std::ptrdiff_t ld = Kt.cols();
   const float* kt0 = Kt.data() + static_cast<std::ptrdiff_t>(col0) * ld;
   int j = 0;
-  for (; j + 4 * kPvLanes <= nk; j += 4 * kPvLanes) lane_fma_chains<L, 4, true>(q, kt0 + b0 + j, ld, hd, s, j);
+  for (; j + 4 * kPvLanes <= nk; j += 4 * kPvLanes)
+    lane_fma_chains<L, 4, true>(q, kt0 + b0 + j, ld, hd, s, j);
   for (; j + kPvLanes <= nk; j += kPvLanes) lane_fma_chains<L, 1, true>(q, kt0 + b0 + j, ld, hd, s, j);
   if (j < nk)
     for (int l = 0; l < L; ++l) key_dots(q[l], Kt, col0, hd, b0 + j, b1, s[l] + j);
@@ -288,7 +297,8 @@ void accumulate_pv(const float* const* p, const EmulatedOps::Mat& V, int col0, i
   const float* v0 = V.data() + static_cast<std::ptrdiff_t>(b0) * ldv + col0;
   const int nk = b1 - b0 + 1;
   int d0 = 0;
-  for (; d0 + 4 * kPvLanes <= hd; d0 += 4 * kPvLanes) lane_fma_chains<L, 4, false>(p, v0 + d0, ldv, nk, acc, d0);
+  for (; d0 + 4 * kPvLanes <= hd; d0 += 4 * kPvLanes)
+    lane_fma_chains<L, 4, false>(p, v0 + d0, ldv, nk, acc, d0);
   for (; d0 + kPvLanes <= hd; d0 += kPvLanes) lane_fma_chains<L, 1, false>(p, v0 + d0, ldv, nk, acc, d0);
   if (d0 < hd)
     for (int l = 0; l < L; ++l)
@@ -303,21 +313,31 @@ void accumulate_pv(const float* const* p, const EmulatedOps::Mat& V, int col0, i
 template <template <int> class F, typename... A>
 void by_lanes(int nl, A&&... a) {
   switch (nl) {
-    case 1: F<1>::run(a...); break;
-    case 2: F<2>::run(a...); break;
-    case 3: F<3>::run(a...); break;
-    default: F<4>::run(a...); break;
+    case 1:
+      F<1>::run(a...);
+      break;
+    case 2:
+      F<2>::run(a...);
+      break;
+    case 3:
+      F<3>::run(a...);
+      break;
+    default:
+      F<4>::run(a...);
+      break;
   }
 }
 template <int L>
 struct KeyDotsF {
-  static void run(const float* const* q, const EmulatedOps::Mat& Kt, int col0, int hd, int b0, int b1, float* const* s) {
+  static void run(const float* const* q, const EmulatedOps::Mat& Kt, int col0, int hd, int b0, int b1,
+                  float* const* s) {
     key_dots_lanes<L>(q, Kt, col0, hd, b0, b1, s);
   }
 };
 template <int L>
 struct PvF {
-  static void run(const float* const* p, const EmulatedOps::Mat& V, int col0, int hd, int b0, int b1, float* const* acc) {
+  static void run(const float* const* p, const EmulatedOps::Mat& V, int col0, int hd, int b0, int b1,
+                  float* const* acc) {
     accumulate_pv<L>(p, V, col0, hd, b0, b1, acc);
   }
 };
@@ -336,7 +356,8 @@ inline float max_scores(const float* s, int nk, float m) {
 #if defined(__AVX512F__)
     __m512 a = _mm512_set1_ps(mv);
     // (s > a) ? s : a per lane (the mask form: GCC 12 warns on the plain one's undefined passthrough)
-    for (; j + kPvLanes <= nk; j += kPvLanes) a = _mm512_mask_max_ps(a, static_cast<__mmask16>(0xFFFF), _mm512_loadu_ps(s + j), a);
+    for (; j + kPvLanes <= nk; j += kPvLanes)
+      a = _mm512_mask_max_ps(a, static_cast<__mmask16>(0xFFFF), _mm512_loadu_ps(s + j), a);
 #else
     __m256 a = _mm256_set1_ps(mv);
     for (; j + kPvLanes <= nk; j += kPvLanes) a = _mm256_max_ps(_mm256_loadu_ps(s + j), a);
@@ -422,8 +443,8 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
       std::max(1LL, std::min<long long>({n, kAttnTileRows, kAttnStateBudget / state_per_row})));
   const int chunk = block >= kScoreChunk ? block : (kScoreChunk / block) * block;
   enum class PRound { none, bf16, fp16, e4m3 };
-  const PRound p_round = !style_.attn_p_round ? PRound::none
-                         : fp8_kv             ? PRound::e4m3
+  const PRound p_round = !style_.attn_p_round           ? PRound::none
+                         : fp8_kv                       ? PRound::e4m3
                          : style_.act == ActDtype::bf16 ? PRound::bf16
                                                         : PRound::fp16;
   const int tiles = (n + tile_rows - 1) / tile_rows;
@@ -449,16 +470,20 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
       for (int lane = 0; lane < lanes; ++lane) {
         const int r = lane_row(lane), h = lane_head(lane);
         float* qd = qv.data() + static_cast<std::size_t>(lane) * static_cast<std::size_t>(hd);
-        for (int d = 0; d < hd; ++d) qd[d] = fp8_kv ? num::round_e4m3_sat(q(r, h * hd + d) / qs) : q(r, h * hd + d);
+        for (int d = 0; d < hd; ++d)
+          qd[d] = fp8_kv ? num::round_e4m3_sat(q(r, h * hd + d) / qs) : q(r, h * hd + d);
       }
       const std::size_t nst = static_cast<std::size_t>(lanes) * static_cast<std::size_t>(nparts);
       m_st.assign(nst, -std::numeric_limits<float>::infinity());
       l_st.assign(nst, 0.0f);
       acc_st.assign(nst * static_cast<std::size_t>(hd), 0.0f);
       auto st_index = [&](int lane, int pi) {
-        return static_cast<std::size_t>(lane) * static_cast<std::size_t>(nparts) + static_cast<std::size_t>(pi);
+        return static_cast<std::size_t>(lane) * static_cast<std::size_t>(nparts) +
+               static_cast<std::size_t>(pi);
       };
-      auto acc_ptr = [&](int lane, int pi) { return acc_st.data() + st_index(lane, pi) * static_cast<std::size_t>(hd); };
+      auto acc_ptr = [&](int lane, int pi) {
+        return acc_st.data() + st_index(lane, pi) * static_cast<std::size_t>(hd);
+      };
       // Scores of lanes [la, lb) for keys c0..e, into s[lane][j - c0].
       auto scores = [&](int la, int lb, int c0, int e) {
         const float* qp[kLaneChunk];
@@ -477,7 +502,8 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
       auto softmax_pv = [&](int la, int lb, int pi, int c0, int b0, int b1) {
         const int nk = b1 - b0 + 1;
         for (int lane = la; lane < lb; ++lane) {
-          const float* sl = s.data() + static_cast<std::size_t>(lane) * static_cast<std::size_t>(chunk) + (b0 - c0);
+          const float* sl =
+              s.data() + static_cast<std::size_t>(lane) * static_cast<std::size_t>(chunk) + (b0 - c0);
           float* pl = pr.data() + static_cast<std::size_t>(lane) * static_cast<std::size_t>(chunk);
           const std::size_t si = st_index(lane, pi);
           float* acc = acc_ptr(lane, pi);
@@ -491,7 +517,8 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
           num::exp2_model_inplace(pl, nk);
           for (int j = 0; j < nk; ++j) l += pl[j];
           switch (p_round) {
-            case PRound::none: break;
+            case PRound::none:
+              break;
             case PRound::e4m3:
               for (int j = 0; j < nk; ++j) pl[j] = num::round_e4m3_sat(pl[j]);
               break;
@@ -531,12 +558,14 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
       };
       int pi = 0;
       for (int p0 = 0;; ++pi) {
-        const int p1 = static_cast<int>(std::min<long long>(static_cast<long long>(p0) + partition - 1, last_max));
+        const int p1 =
+            static_cast<int>(std::min<long long>(static_cast<long long>(p0) + partition - 1, last_max));
         for (int c0 = p0; c0 <= p1; c0 += chunk) {
           const int cend = static_cast<int>(std::min<long long>(static_cast<long long>(c0) + chunk - 1, p1));
           for_rows(c0, cend, [&](int la, int lb, int e) { scores(la, lb, c0, e); });
           for (int b0 = c0; b0 <= cend; b0 += block) {
-            const int bfull = static_cast<int>(std::min<long long>(static_cast<long long>(b0) + block - 1, cend));
+            const int bfull =
+                static_cast<int>(std::min<long long>(static_cast<long long>(b0) + block - 1, cend));
             for_rows(b0, bfull, [&](int la, int lb, int e) { softmax_pv(la, lb, pi, c0, b0, e); });
           }
         }
@@ -570,7 +599,8 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
           for (int d = 0; d < hd; ++d) {
             float acc = 0.0f;
             for (int i = 0; i < np; ++i)
-              acc = std::fma(lse[static_cast<std::size_t>(i)], acc_ptr(lane, i)[d] / l_st[st_index(lane, i)], acc);
+              acc = std::fma(lse[static_cast<std::size_t>(i)], acc_ptr(lane, i)[d] / l_st[st_index(lane, i)],
+                             acc);
             o[d] = round_act(acc * vs);
           }
         }

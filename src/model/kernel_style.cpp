@@ -120,9 +120,12 @@ Knob bool_knob(std::string name, std::string help, bool PathStyle::*field, std::
                std::string off = "off") {
   return Knob{{name, on + "|" + off, std::move(help)},
               [=](PathStyle& s, const std::string& v) {
-                if (v == on) s.*field = true;
-                else if (v == off) s.*field = false;
-                else s.*field = parse_bool(name, v);
+                if (v == on)
+                  s.*field = true;
+                else if (v == off)
+                  s.*field = false;
+                else
+                  s.*field = parse_bool(name, v);
               },
               [=](const PathStyle& s) { return s.*field ? on : off; }};
 }
@@ -137,37 +140,48 @@ Knob int_knob(std::string name, std::string help, int PathStyle::*field, int lo,
 const std::vector<Knob>& knobs() {
   static const std::vector<Knob> table = [] {
     std::vector<Knob> t;
-    t.push_back(enum_knob("mode", "prefill + token-by-token decode with a KV cache, or one teacher-forced pass",
+    t.push_back(enum_knob("mode",
+                          "prefill + token-by-token decode with a KV cache, or one teacher-forced pass",
                           EnumNames<SequenceMode>{{{SequenceMode::decode, "decode"},
                                                    {SequenceMode::teacher_forced, "teacher-forced"}}},
                           &PathStyle::mode));
-    t.push_back(int_knob("batch", "decode batch size (the GEMM M that kernel selection sees)", &PathStyle::batch, 1, 4096));
+    t.push_back(int_knob("batch", "decode batch size (the GEMM M that kernel selection sees)",
+                         &PathStyle::batch, 1, 4096));
     t.push_back(enum_knob("act-dtype", "activation and non-fp8 weight format",
-                          EnumNames<ActDtype>{{{ActDtype::bf16, "bf16"}, {ActDtype::fp16, "fp16"}}}, &PathStyle::act));
-    t.push_back(bool_knob("linear", "linear layers in fp8 or in the activation dtype", &PathStyle::fp8_linear, "fp8", "act"));
-    t.push_back(enum_knob("weight-quant", "fp8 weight scale convention (128x128 blocks)", kConventions, &PathStyle::weight_quant));
-    t.push_back(enum_knob("act-quant", "fp8 activation scale convention (1x128 groups)", kConventions, &PathStyle::act_quant));
+                          EnumNames<ActDtype>{{{ActDtype::bf16, "bf16"}, {ActDtype::fp16, "fp16"}}},
+                          &PathStyle::act));
+    t.push_back(bool_knob("linear", "linear layers in fp8 or in the activation dtype", &PathStyle::fp8_linear,
+                          "fp8", "act"));
+    t.push_back(enum_knob("weight-quant", "fp8 weight scale convention (128x128 blocks)", kConventions,
+                          &PathStyle::weight_quant));
+    t.push_back(enum_knob("act-quant", "fp8 activation scale convention (1x128 groups)", kConventions,
+                          &PathStyle::act_quant));
     t.push_back(bool_knob("pow2-scales", "power-of-2 fp8 scales", &PathStyle::pow2_scales));
     t.push_back(enum_knob("fp8-promotion", "how 128-K slice partial sums are scaled into the accumulator",
                           EnumNames<num::Promotion>{{{num::Promotion::cublaslt, "cublaslt"},
                                                      {num::Promotion::deepgemm, "deepgemm"}}},
                           &PathStyle::fp8_promotion));
-    t.push_back(enum_knob("fp8-accum", "accumulation inside a 128-K slice: fp32 or Hopper wgmma model",
-                          EnumNames<num::SliceAccum>{{{num::SliceAccum::fp32, "fp32"}, {num::SliceAccum::hopper, "hopper"}}},
-                          &PathStyle::fp8_accum));
-    t.push_back(Knob{{"split-k", "auto|1..64", "GEMM split-K count; auto picks from M (decode M is small)"},
-                     [](PathStyle& s, const std::string& v) {
-                       s.split_k = v == "auto" ? 0 : parse_int("split-k", v, 1, 64, "auto or 1..64");
-                     },
-                     [](const PathStyle& s) { return s.split_k == 0 ? std::string("auto") : std::to_string(s.split_k); }});
-    t.push_back(int_knob("k-chunk", "GEMM K chunk accumulated from zero then added (0 = none)", &PathStyle::k_chunk, 0, 1 << 20));
-    t.push_back(Knob{{"attention", "flash|split-kv:P", "online-softmax attention, or split-KV partitions of P positions merged"},
+    t.push_back(enum_knob(
+        "fp8-accum", "accumulation inside a 128-K slice: fp32 or Hopper wgmma model",
+        EnumNames<num::SliceAccum>{{{num::SliceAccum::fp32, "fp32"}, {num::SliceAccum::hopper, "hopper"}}},
+        &PathStyle::fp8_accum));
+    t.push_back(Knob{
+        {"split-k", "auto|1..64", "GEMM split-K count; auto picks from M (decode M is small)"},
+        [](PathStyle& s, const std::string& v) {
+          s.split_k = v == "auto" ? 0 : parse_int("split-k", v, 1, 64, "auto or 1..64");
+        },
+        [](const PathStyle& s) { return s.split_k == 0 ? std::string("auto") : std::to_string(s.split_k); }});
+    t.push_back(int_knob("k-chunk", "GEMM K chunk accumulated from zero then added (0 = none)",
+                         &PathStyle::k_chunk, 0, 1 << 20));
+    t.push_back(Knob{{"attention", "flash|split-kv:P",
+                      "online-softmax attention, or split-KV partitions of P positions merged"},
                      [](PathStyle& s, const std::string& v) {
                        if (v == "flash") {
                          s.attention = AttentionKind::flash;
                        } else if (v.rfind("split-kv:", 0) == 0) {
                          s.attention = AttentionKind::split_kv;
-                         s.split_kv_partition = parse_int("attention", v.substr(9), 1, 1 << 24, "flash or split-kv:P");
+                         s.split_kv_partition =
+                             parse_int("attention", v.substr(9), 1, 1 << 24, "flash or split-kv:P");
                        } else if (v == "split-kv") {
                          s.attention = AttentionKind::split_kv;
                        } else {
@@ -175,25 +189,30 @@ const std::vector<Knob>& knobs() {
                        }
                      },
                      [](const PathStyle& s) {
-                       return s.attention == AttentionKind::flash ? std::string("flash")
-                                                                  : fmt::format("split-kv:{}", s.split_kv_partition);
+                       return s.attention == AttentionKind::flash
+                                  ? std::string("flash")
+                                  : fmt::format("split-kv:{}", s.split_kv_partition);
                      }});
-    t.push_back(int_knob("attn-block", "KV positions per online-softmax block", &PathStyle::attn_block, 1, 1 << 20));
+    t.push_back(
+        int_knob("attn-block", "KV positions per online-softmax block", &PathStyle::attn_block, 1, 1 << 20));
     t.push_back(bool_knob("attn-p-round", "round P to the act dtype before P.V", &PathStyle::attn_p_round));
     t.push_back(enum_knob("kv-cache", "KV cache format (decode only)",
                           EnumNames<KvCacheDtype>{{{KvCacheDtype::bf16, "bf16"}, {KvCacheDtype::fp8, "fp8"}}},
                           &PathStyle::kv_cache));
-    t.push_back(enum_knob("norm", "fused add+RMSNorm (vLLM) or unfused RMSNorm (TE)",
-                          EnumNames<NormKind>{{{NormKind::fused_add, "fused-add"}, {NormKind::unfused, "unfused"}}},
-                          &PathStyle::norm));
-    t.push_back(enum_knob("residual", "residual stream format",
-                          EnumNames<ResidualDtype>{{{ResidualDtype::act, "bf16"}, {ResidualDtype::fp32, "fp32"}}},
-                          &PathStyle::residual));
-    t.push_back(bool_knob("rope-table", "cos/sin table rounded to act dtype or fp32", &PathStyle::rope_table_rounded,
-                          "rounded", "fp32"));
-    t.push_back(bool_knob("mlp", "silu(gate)*up fused with one rounding, or two roundings", &PathStyle::mlp_fused,
-                          "fused", "unfused"));
-    t.push_back(bool_knob("logits", "lm_head output in fp32 or act dtype", &PathStyle::logits_fp32, "fp32", "bf16"));
+    t.push_back(
+        enum_knob("norm", "fused add+RMSNorm (vLLM) or unfused RMSNorm (TE)",
+                  EnumNames<NormKind>{{{NormKind::fused_add, "fused-add"}, {NormKind::unfused, "unfused"}}},
+                  &PathStyle::norm));
+    t.push_back(
+        enum_knob("residual", "residual stream format",
+                  EnumNames<ResidualDtype>{{{ResidualDtype::act, "bf16"}, {ResidualDtype::fp32, "fp32"}}},
+                  &PathStyle::residual));
+    t.push_back(bool_knob("rope-table", "cos/sin table rounded to act dtype or fp32",
+                          &PathStyle::rope_table_rounded, "rounded", "fp32"));
+    t.push_back(bool_knob("mlp", "silu(gate)*up fused with one rounding, or two roundings",
+                          &PathStyle::mlp_fused, "fused", "unfused"));
+    t.push_back(
+        bool_knob("logits", "lm_head output in fp32 or act dtype", &PathStyle::logits_fp32, "fp32", "bf16"));
     return t;
   }();
   return table;
@@ -218,7 +237,9 @@ const std::vector<KnobInfo>& knob_table() {
   return infos;
 }
 
-void set_knob(PathStyle& style, const std::string& name, const std::string& value) { find_knob(name).set(style, value); }
+void set_knob(PathStyle& style, const std::string& name, const std::string& value) {
+  find_knob(name).set(style, value);
+}
 
 std::string get_knob(const PathStyle& style, const std::string& name) { return find_knob(name).get(style); }
 

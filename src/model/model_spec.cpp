@@ -46,7 +46,8 @@ int get_positive_int(const json& c, const std::string& src, const char* key) {
 }
 
 double get_double(const json& v, const std::string& src, const std::string& key) {
-  if (!v.is_number()) RLP_THROW_INPUT("{}: key '{}': expected a number, got {} {}", src, key, type_name(v), v.dump());
+  if (!v.is_number())
+    RLP_THROW_INPUT("{}: key '{}': expected a number, got {} {}", src, key, type_name(v), v.dump());
   const double d = v.get<double>();
   if (!std::isfinite(d)) RLP_THROW_INPUT("{}: key '{}': value is not finite", src, key);
   return d;
@@ -73,27 +74,35 @@ int get_token(const json& c, const std::string& src, const char* key) {
   if (v.is_array()) {
     if (v.empty()) return -1;
     const int64_t t = as_int(v.at(0), src, std::string(key) + "[0]");
-    if (t < 0 || t > std::numeric_limits<int>::max()) RLP_THROW_INPUT("{}: key '{}': token id {} out of range", src, key, t);
+    if (t < 0 || t > std::numeric_limits<int>::max())
+      RLP_THROW_INPUT("{}: key '{}': token id {} out of range", src, key, t);
     return static_cast<int>(t);
   }
   const int64_t t = as_int(v, src, key);
-  if (t < 0 || t > std::numeric_limits<int>::max()) RLP_THROW_INPUT("{}: key '{}': token id {} out of range", src, key, t);
+  if (t < 0 || t > std::numeric_limits<int>::max())
+    RLP_THROW_INPUT("{}: key '{}': token id {} out of range", src, key, t);
   return static_cast<int>(t);
 }
 
 const char* expected_model_type(Arch a) {
   switch (a) {
-    case Arch::llama: return "llama";
-    case Arch::qwen2: return "qwen2";
-    case Arch::qwen3: return "qwen3";
-    case Arch::mistral: return "mistral";
+    case Arch::llama:
+      return "llama";
+    case Arch::qwen2:
+      return "qwen2";
+    case Arch::qwen3:
+      return "qwen3";
+    case Arch::mistral:
+      return "mistral";
   }
   return "";
 }
 
 void parse_rope(const json& c, const std::string& src, ModelSpec& s) {
   // Newer transformers versions keep RoPE settings (theta included) in `rope_parameters`.
-  const char* key = present(c, "rope_scaling") ? "rope_scaling" : (present(c, "rope_parameters") ? "rope_parameters" : nullptr);
+  const char* key = present(c, "rope_scaling")
+                        ? "rope_scaling"
+                        : (present(c, "rope_parameters") ? "rope_parameters" : nullptr);
   if (present(c, "rope_theta")) {
     s.rope_theta = get_positive_double(c, src, "rope_theta", 10000.0);
   } else if (key && std::string(key) == "rope_parameters" && present(c.at(key), "rope_theta")) {
@@ -113,7 +122,8 @@ void parse_rope(const json& c, const std::string& src, ModelSpec& s) {
   if (type.empty()) RLP_THROW_INPUT("{}: key '{}': no 'rope_type' (or 'type') given", src, key);
   if (type == "default") return;
   if (type != "llama3")
-    RLP_THROW_INPUT("{}: key '{}': RoPE scaling type '{}' is not supported (supported: llama3, default)", src, key, type);
+    RLP_THROW_INPUT("{}: key '{}': RoPE scaling type '{}' is not supported (supported: llama3, default)", src,
+                    key, type);
   const std::string k = key;
   auto need = [&](const char* f) -> const json& {
     if (!present(r, f)) RLP_THROW_INPUT("{}: key '{}.{}' is required for rope_type llama3", src, k, f);
@@ -124,7 +134,8 @@ void parse_rope(const json& c, const std::string& src, ModelSpec& s) {
   rs.factor = get_double(need("factor"), src, k + ".factor");
   rs.low_freq_factor = get_double(need("low_freq_factor"), src, k + ".low_freq_factor");
   rs.high_freq_factor = get_double(need("high_freq_factor"), src, k + ".high_freq_factor");
-  const int64_t omp = as_int(need("original_max_position_embeddings"), src, k + ".original_max_position_embeddings");
+  const int64_t omp =
+      as_int(need("original_max_position_embeddings"), src, k + ".original_max_position_embeddings");
   if (rs.factor <= 0) RLP_THROW_INPUT("{}: key '{}.factor' must be positive, got {}", src, k, rs.factor);
   if (rs.low_freq_factor <= 0) RLP_THROW_INPUT("{}: key '{}.low_freq_factor' must be positive", src, k);
   if (!(rs.high_freq_factor > rs.low_freq_factor))
@@ -147,22 +158,30 @@ ModelSpec parse_model_spec(const nlohmann::json& c, const std::string& src) {
   if (!archs.is_array() || archs.size() != 1 || !archs.at(0).is_string())
     RLP_THROW_INPUT("{}: key 'architectures' must be a list of exactly one name, got {}", src, archs.dump());
   s.arch_name = archs.at(0).get<std::string>();
-  if (s.arch_name == "LlamaForCausalLM") s.arch = Arch::llama;
-  else if (s.arch_name == "Qwen2ForCausalLM") s.arch = Arch::qwen2;
-  else if (s.arch_name == "Qwen3ForCausalLM") s.arch = Arch::qwen3;
-  else if (s.arch_name == "MistralForCausalLM") s.arch = Arch::mistral;
+  if (s.arch_name == "LlamaForCausalLM")
+    s.arch = Arch::llama;
+  else if (s.arch_name == "Qwen2ForCausalLM")
+    s.arch = Arch::qwen2;
+  else if (s.arch_name == "Qwen3ForCausalLM")
+    s.arch = Arch::qwen3;
+  else if (s.arch_name == "MistralForCausalLM")
+    s.arch = Arch::mistral;
   else
-    RLP_THROW_INPUT("{}: key 'architectures': '{}' is not supported (supported: LlamaForCausalLM, "
-                    "Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM)", src, s.arch_name);
+    RLP_THROW_INPUT(
+        "{}: key 'architectures': '{}' is not supported (supported: LlamaForCausalLM, "
+        "Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM)",
+        src, s.arch_name);
   if (present(c, "model_type")) {
     const json& mt = c.at("model_type");
     if (!mt.is_string() || mt.get<std::string>() != expected_model_type(s.arch))
-      RLP_THROW_INPUT("{}: key 'model_type' is {} but architectures says {} (model_type '{}')", src, mt.dump(),
-                      s.arch_name, expected_model_type(s.arch));
+      RLP_THROW_INPUT("{}: key 'model_type' is {} but architectures says {} (model_type '{}')", src,
+                      mt.dump(), s.arch_name, expected_model_type(s.arch));
   }
   if (present(c, "quantization_config"))
-    RLP_THROW_INPUT("{}: key 'quantization_config': quantized checkpoints are not supported "
-                    "(rlparity reads f32/bf16/f16 master weights)", src);
+    RLP_THROW_INPUT(
+        "{}: key 'quantization_config': quantized checkpoints are not supported "
+        "(rlparity reads f32/bf16/f16 master weights)",
+        src);
 
   // Shapes.
   s.hidden = get_positive_int(c, src, "hidden_size");
@@ -178,28 +197,38 @@ ModelSpec parse_model_spec(const nlohmann::json& c, const std::string& src) {
     RLP_THROW_INPUT("{}: required key 'head_dim' is missing (Qwen3 configs state it explicitly)", src);
   } else {
     if (s.hidden % s.heads != 0)
-      RLP_THROW_INPUT("{}: key 'hidden_size' ({}) is not divisible by 'num_attention_heads' ({}) and no 'head_dim' is given",
-                      src, s.hidden, s.heads);
+      RLP_THROW_INPUT(
+          "{}: key 'hidden_size' ({}) is not divisible by 'num_attention_heads' ({}) and no 'head_dim' is "
+          "given",
+          src, s.hidden, s.heads);
     s.head_dim = s.hidden / s.heads;
   }
   if (s.heads % s.kv_heads != 0)
-    RLP_THROW_INPUT("{}: key 'num_attention_heads' ({}) is not a multiple of 'num_key_value_heads' ({})", src, s.heads,
-                    s.kv_heads);
+    RLP_THROW_INPUT("{}: key 'num_attention_heads' ({}) is not a multiple of 'num_key_value_heads' ({})", src,
+                    s.heads, s.kv_heads);
   if (static_cast<int64_t>(s.heads) * s.head_dim > std::numeric_limits<int>::max())
     RLP_THROW_INPUT("{}: key 'num_attention_heads' x 'head_dim' overflows", src);
-  if (s.head_dim % 2 != 0) RLP_THROW_INPUT("{}: key 'head_dim': RoPE needs an even head dimension, got {}", src, s.head_dim);
+  if (s.head_dim % 2 != 0)
+    RLP_THROW_INPUT("{}: key 'head_dim': RoPE needs an even head dimension, got {}", src, s.head_dim);
 
   // Norms, activation, RoPE.
   s.rms_eps = get_positive_double(c, src, "rms_norm_eps", 1e-6);
-  const std::string act = present(c, "hidden_act") ? (c.at("hidden_act").is_string() ? c.at("hidden_act").get<std::string>() : c.at("hidden_act").dump()) : "silu";
-  if (act != "silu") RLP_THROW_INPUT("{}: key 'hidden_act': activation '{}' is not supported (only silu)", src, act);
+  const std::string act = present(c, "hidden_act")
+                              ? (c.at("hidden_act").is_string() ? c.at("hidden_act").get<std::string>()
+                                                                : c.at("hidden_act").dump())
+                              : "silu";
+  if (act != "silu")
+    RLP_THROW_INPUT("{}: key 'hidden_act': activation '{}' is not supported (only silu)", src, act);
   parse_rope(c, src, s);
 
   // Biases.
-  if (get_bool(c, src, "mlp_bias", false)) RLP_THROW_INPUT("{}: key 'mlp_bias': MLP biases are not supported", src);
+  if (get_bool(c, src, "mlp_bias", false))
+    RLP_THROW_INPUT("{}: key 'mlp_bias': MLP biases are not supported", src);
   if (get_bool(c, src, "attention_bias", false)) {
-    RLP_THROW_INPUT("{}: key 'attention_bias': attention projection biases are not supported for {} "
-                    "(only Qwen2's built-in q/k/v biases are)", src, s.arch_name);
+    RLP_THROW_INPUT(
+        "{}: key 'attention_bias': attention projection biases are not supported for {} "
+        "(only Qwen2's built-in q/k/v biases are)",
+        src, s.arch_name);
   }
   s.qkv_bias = s.arch == Arch::qwen2;
   s.qk_norm = s.arch == Arch::qwen3;
@@ -210,16 +239,20 @@ ModelSpec parse_model_spec(const nlohmann::json& c, const std::string& src) {
       RLP_THROW_INPUT("{}: key 'use_sliding_window' is true: sliding-window attention is not supported", src);
   } else if (s.arch == Arch::mistral) {
     if (present(c, "sliding_window"))
-      RLP_THROW_INPUT("{}: key 'sliding_window' is {}: sliding-window attention is not supported "
-                      "(set it to null for full attention)", src, c.at("sliding_window").dump());
+      RLP_THROW_INPUT(
+          "{}: key 'sliding_window' is {}: sliding-window attention is not supported "
+          "(set it to null for full attention)",
+          src, c.at("sliding_window").dump());
   }
   if (present(c, "layer_types")) {
     const json& lt = c.at("layer_types");
     if (!lt.is_array()) RLP_THROW_INPUT("{}: key 'layer_types': expected a list", src);
     for (std::size_t i = 0; i < lt.size(); ++i) {
       if (!lt[i].is_string() || lt[i].get<std::string>() != "full_attention")
-        RLP_THROW_INPUT("{}: key 'layer_types[{}]' is {}: only full_attention is supported "
-                        "(sliding-window attention is not)", src, i, lt[i].dump());
+        RLP_THROW_INPUT(
+            "{}: key 'layer_types[{}]' is {}: only full_attention is supported "
+            "(sliding-window attention is not)",
+            src, i, lt[i].dump());
     }
   }
 

@@ -26,7 +26,8 @@ void OracleOps::embed(const int32_t* tokens, int n, Mat& h) const {
   h.resize(n, H);
   for (int i = 0; i < n; ++i)
     for (int c = 0; c < H; ++c)
-      h(i, c) = w_.embed[static_cast<std::size_t>(tokens[i]) * static_cast<std::size_t>(H) + static_cast<std::size_t>(c)];
+      h(i, c) = w_.embed[static_cast<std::size_t>(tokens[i]) * static_cast<std::size_t>(H) +
+                         static_cast<std::size_t>(c)];
 }
 
 namespace {
@@ -40,7 +41,7 @@ void rms_norm_row(const double* x, const double* w, int n, double eps, double* o
 
 void OracleOps::add_norm(Mat& resid, const Mat* delta, int layer, NormSlot slot, Mat& out) const {
   if (delta) resid += *delta;
-  const double* w = slot == NormSlot::final ? w_.final_norm.data()
+  const double* w = slot == NormSlot::final   ? w_.final_norm.data()
                     : slot == NormSlot::input ? w_.layers[static_cast<std::size_t>(layer)].input_norm.data()
                                               : w_.layers[static_cast<std::size_t>(layer)].post_norm.data();
   out.resize(resid.rows(), resid.cols());

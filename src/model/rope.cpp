@@ -20,7 +20,8 @@ std::vector<double> rope_inv_freq(const ModelSpec& spec) {
       if (wavelen > low_wavelen) {
         f = f / rs.factor;
       } else if (wavelen >= high_wavelen) {
-        const double smooth = (old_ctx / wavelen - rs.low_freq_factor) / (rs.high_freq_factor - rs.low_freq_factor);
+        const double smooth =
+            (old_ctx / wavelen - rs.low_freq_factor) / (rs.high_freq_factor - rs.low_freq_factor);
         f = (1.0 - smooth) * f / rs.factor + smooth * f;
       }
     }

@@ -8,9 +8,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "rlparity/util/error.hpp"
 #include "rlparity/util/json_depth.hpp"
@@ -47,16 +46,21 @@ void read_exact(int fd, void* buf, uint64_t n, uint64_t offset, const std::strin
 }
 
 bool parse_dtype(const std::string& s, DType& d) {
-  if (s == "F32") d = DType::f32;
-  else if (s == "BF16") d = DType::bf16;
-  else if (s == "F16") d = DType::f16;
-  else return false;
+  if (s == "F32")
+    d = DType::f32;
+  else if (s == "BF16")
+    d = DType::bf16;
+  else if (s == "F16")
+    d = DType::f16;
+  else
+    return false;
   return true;
 }
 
 bool known_unsupported_dtype(const std::string& s) {
-  static const std::set<std::string> k = {"F64", "I64", "I32", "I16", "I8", "U8", "U16", "U32", "U64", "BOOL",
-                                          "F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4", "C64"};
+  static const std::set<std::string> k = {"F64",     "I64",     "I32",     "I16",  "I8",      "U8",
+                                          "U16",     "U32",     "U64",     "BOOL", "F8_E4M3", "F8_E5M2",
+                                          "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4",   "C64"};
   return k.count(s) != 0;
 }
 
@@ -71,17 +75,19 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   if (!S_ISREG(st.st_mode)) RLP_THROW_INPUT("{}: not a regular file", path);
   size_ = static_cast<uint64_t>(st.st_size);
   mtime_ns_ = mtime_ns(st);
-  if (size_ < 8) RLP_THROW_INPUT("{}: file is {} bytes, too short for a safetensors header (8-byte length)", path, size_);
+  if (size_ < 8)
+    RLP_THROW_INPUT("{}: file is {} bytes, too short for a safetensors header (8-byte length)", path, size_);
 
   uint8_t len_bytes[8];
   read_exact(f.fd, len_bytes, 8, 0, path);
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | len_bytes[i];
   if (n > kMaxSafetensorsHeader)
-    RLP_THROW_INPUT("{}: header length {} bytes exceeds the {} MiB limit (corrupt or not a safetensors file)", path, n,
-                    kMaxSafetensorsHeader >> 20);
+    RLP_THROW_INPUT("{}: header length {} bytes exceeds the {} MiB limit (corrupt or not a safetensors file)",
+                    path, n, kMaxSafetensorsHeader >> 20);
   if (n > size_ - 8)
-    RLP_THROW_INPUT("{}: header length {} bytes runs past the end of the file ({} bytes; truncated?)", path, n, size_);
+    RLP_THROW_INPUT("{}: header length {} bytes runs past the end of the file ({} bytes; truncated?)", path,
+                    n, size_);
   if (n < 2) RLP_THROW_INPUT("{}: header length {} is too short for a JSON object", path, n);
   header_len_ = n;
   const uint64_t data_size = size_ - 8 - n;
@@ -126,7 +132,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     const std::string ds = v.at("dtype").get<std::string>();
     if (!parse_dtype(ds, e.dtype)) {
       if (known_unsupported_dtype(ds))
-        RLP_THROW_INPUT("{}: tensor '{}': dtype {} is not supported (supported: F32, BF16, F16)", path, name, ds);
+        RLP_THROW_INPUT("{}: tensor '{}': dtype {} is not supported (supported: F32, BF16, F16)", path, name,
+                        ds);
       RLP_THROW_INPUT("{}: tensor '{}': unknown dtype '{}' (supported: F32, BF16, F16)", path, name, ds);
     }
     if (!v.contains("shape") || !v.at("shape").is_array())
@@ -135,8 +142,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     bool overflow = false;
     for (const auto& d : v.at("shape")) {
       if (!d.is_number_integer() || (!d.is_number_unsigned() && d.get<int64_t>() < 0))
-        RLP_THROW_INPUT("{}: tensor '{}': shape {} has an entry that is not a non-negative integer", path, name,
-                        v.at("shape").dump());
+        RLP_THROW_INPUT("{}: tensor '{}': shape {} has an entry that is not a non-negative integer", path,
+                        name, v.at("shape").dump());
       const uint64_t du = d.get<uint64_t>();
       if (du > static_cast<uint64_t>(INT64_MAX)) overflow = true;
       e.shape.push_back(static_cast<int64_t>(du));
@@ -150,18 +157,22 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     const json& off = v.at("data_offsets");
     for (const auto& o : off) {
       if (!o.is_number_integer() || (!o.is_number_unsigned() && o.get<int64_t>() < 0))
-        RLP_THROW_INPUT("{}: tensor '{}': data_offsets {} must be non-negative integers", path, name, off.dump());
+        RLP_THROW_INPUT("{}: tensor '{}': data_offsets {} must be non-negative integers", path, name,
+                        off.dump());
     }
     e.begin = off[0].get<uint64_t>();
     e.end = off[1].get<uint64_t>();
     if (e.begin > e.end)
-      RLP_THROW_INPUT("{}: tensor '{}': data_offsets [{}, {}] has begin after end", path, name, e.begin, e.end);
+      RLP_THROW_INPUT("{}: tensor '{}': data_offsets [{}, {}] has begin after end", path, name, e.begin,
+                      e.end);
     if (e.end > data_size)
-      RLP_THROW_INPUT("{}: tensor '{}': data_offsets [{}, {}] run past the end of the file (data buffer is {} bytes; "
-                      "truncated?)", path, name, e.begin, e.end, data_size);
+      RLP_THROW_INPUT(
+          "{}: tensor '{}': data_offsets [{}, {}] run past the end of the file (data buffer is {} bytes; "
+          "truncated?)",
+          path, name, e.begin, e.end, data_size);
     if (e.end - e.begin != nbytes)
-      RLP_THROW_INPUT("{}: tensor '{}': {} x {} needs {} bytes but data_offsets [{}, {}] span {} bytes", path, name, ds,
-                      v.at("shape").dump(), nbytes, e.begin, e.end, e.end - e.begin);
+      RLP_THROW_INPUT("{}: tensor '{}': {} x {} needs {} bytes but data_offsets [{}, {}] span {} bytes", path,
+                      name, ds, v.at("shape").dump(), nbytes, e.begin, e.end, e.end - e.begin);
     entries_.push_back(std::move(e));
   }
 
@@ -174,8 +185,9 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   });
   for (std::size_t i = 1; i < order.size(); ++i) {
     if (order[i]->begin < order[i - 1]->end)
-      RLP_THROW_INPUT("{}: tensors '{}' [{}, {}] and '{}' [{}, {}] overlap in the file", path, order[i - 1]->name,
-                      order[i - 1]->begin, order[i - 1]->end, order[i]->name, order[i]->begin, order[i]->end);
+      RLP_THROW_INPUT("{}: tensors '{}' [{}, {}] and '{}' [{}, {}] overlap in the file", path,
+                      order[i - 1]->name, order[i - 1]->begin, order[i - 1]->end, order[i]->name,
+                      order[i]->begin, order[i]->end);
   }
 
   // Only now, with every size checked against the file, map it.
@@ -190,10 +202,13 @@ SafetensorsFile::~SafetensorsFile() {
 
 void SafetensorsFile::check_unchanged() const {
   struct stat st {};
-  if (::stat(path_.c_str(), &st) != 0) RLP_THROW_INPUT("{}: file disappeared while open: {}", path_, std::strerror(errno));
+  if (::stat(path_.c_str(), &st) != 0)
+    RLP_THROW_INPUT("{}: file disappeared while open: {}", path_, std::strerror(errno));
   if (static_cast<uint64_t>(st.st_size) != size_ || mtime_ns(st) != mtime_ns_)
-    RLP_THROW_INPUT("{}: file was modified while rlparity had it open (size {} -> {}); checkpoints must not change "
-                    "while in use", path_, size_, static_cast<uint64_t>(st.st_size));
+    RLP_THROW_INPUT(
+        "{}: file was modified while rlparity had it open (size {} -> {}); checkpoints must not change "
+        "while in use",
+        path_, size_, static_cast<uint64_t>(st.st_size));
 }
 
 }  // namespace rlp::detail

@@ -9,20 +9,29 @@ namespace rlp {
 
 const char* proj_tensor_suffix(Proj p) {
   switch (p) {
-    case Proj::q: return "self_attn.q_proj";
-    case Proj::k: return "self_attn.k_proj";
-    case Proj::v: return "self_attn.v_proj";
-    case Proj::o: return "self_attn.o_proj";
-    case Proj::gate: return "mlp.gate_proj";
-    case Proj::up: return "mlp.up_proj";
-    case Proj::down: return "mlp.down_proj";
+    case Proj::q:
+      return "self_attn.q_proj";
+    case Proj::k:
+      return "self_attn.k_proj";
+    case Proj::v:
+      return "self_attn.v_proj";
+    case Proj::o:
+      return "self_attn.o_proj";
+    case Proj::gate:
+      return "mlp.gate_proj";
+    case Proj::up:
+      return "mlp.up_proj";
+    case Proj::down:
+      return "mlp.down_proj";
   }
   return "?";
 }
 
 namespace {
 
-float round_act(float x, ActDtype act) { return act == ActDtype::bf16 ? num::round_bf16(x) : num::round_fp16(x); }
+float round_act(float x, ActDtype act) {
+  return act == ActDtype::bf16 ? num::round_bf16(x) : num::round_fp16(x);
+}
 
 std::vector<float> act_values(const TensorView& t, ActDtype act) {
   std::vector<float> v(static_cast<std::size_t>(t.numel()));
@@ -58,8 +67,8 @@ num::ScaleOptions scale_options(num::ScaleConvention c, bool pow2) {
   return o;
 }
 
-PreparedLinear prepare_linear(const Checkpoint& ckpt, const std::string& base, const PathStyle& style, bool fp8,
-                              bool has_bias) {
+PreparedLinear prepare_linear(const Checkpoint& ckpt, const std::string& base, const PathStyle& style,
+                              bool fp8, bool has_bias) {
   const TensorView& t = ckpt.tensor(base + ".weight");
   PreparedLinear lin;
   lin.out = static_cast<int>(t.shape[0]);
@@ -82,8 +91,9 @@ PreparedLinear prepare_linear(const Checkpoint& ckpt, const std::string& base, c
 
 std::string weights_key(const PathStyle& s) {
   if (!s.fp8_linear) return fmt::format("act={}", static_cast<int>(s.act));
-  return fmt::format("act={};fp8;first={};last={};wq={};pow2={}", static_cast<int>(s.act), s.bf16_first_layers,
-                     s.bf16_last_layers, static_cast<int>(s.weight_quant), s.pow2_scales);
+  return fmt::format("act={};fp8;first={};last={};wq={};pow2={}", static_cast<int>(s.act),
+                     s.bf16_first_layers, s.bf16_last_layers, static_cast<int>(s.weight_quant),
+                     s.pow2_scales);
 }
 
 PreparedWeights prepare_weights(const Checkpoint& ckpt, const PathStyle& style) {
@@ -101,7 +111,8 @@ PreparedWeights prepare_weights(const Checkpoint& ckpt, const PathStyle& style) 
       layer.proj[p] = prepare_linear(ckpt, layer_tensor_name(l, proj_tensor_suffix(proj)), style, fp8, bias);
     }
     layer.input_norm = act_values(ckpt.tensor(layer_tensor_name(l, "input_layernorm.weight")), style.act);
-    layer.post_norm = act_values(ckpt.tensor(layer_tensor_name(l, "post_attention_layernorm.weight")), style.act);
+    layer.post_norm =
+        act_values(ckpt.tensor(layer_tensor_name(l, "post_attention_layernorm.weight")), style.act);
     if (spec.qk_norm) {
       layer.q_norm = act_values(ckpt.tensor(layer_tensor_name(l, "self_attn.q_norm.weight")), style.act);
       layer.k_norm = act_values(ckpt.tensor(layer_tensor_name(l, "self_attn.k_norm.weight")), style.act);

@@ -1,11 +1,11 @@
 #include "rlparity/numerics/exp2.hpp"
 
-#include "rlparity/numerics/libm_model.hpp"
-
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+
+#include "rlparity/numerics/libm_model.hpp"
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -44,7 +44,8 @@ void exp2_model_inplace(float* x, int n) {
     const __m512i t_lo = _mm512_permutex2var_epi64(lo, idx, lo2);  // entries 0..15
     const __m512i t_hi = _mm512_permutex2var_epi64(hi, idx, hi2);  // entries 16..31
     const __mmask8 upper = _mm512_test_epi64_mask(ki, _mm512_set1_epi64(16));
-    const __m512i t = _mm512_add_epi64(_mm512_mask_mov_epi64(t_lo, upper, t_hi), _mm512_maskz_slli_epi64(all8, ki, 47));
+    const __m512i t =
+        _mm512_add_epi64(_mm512_mask_mov_epi64(t_lo, upper, t_hi), _mm512_maskz_slli_epi64(all8, ki, 47));
     const __m512d s = _mm512_castsi512_pd(t);
     const __m512d z = _mm512_fmadd_pd(c0, r, c1);
     const __m512d r2 = _mm512_mul_pd(r, r);
@@ -52,13 +53,15 @@ void exp2_model_inplace(float* x, int n) {
     y = _mm512_fmadd_pd(z, r2, y);
     return _mm512_maskz_cvtpd_ps(all8, _mm512_mul_pd(y, s));
   };
-  const __m512i top_mask = _mm512_set1_epi32(0x7ff00000), top128 = _mm512_set1_epi32(static_cast<int>(kTop128 << 20));
+  const __m512i top_mask = _mm512_set1_epi32(0x7ff00000),
+                top128 = _mm512_set1_epi32(static_cast<int>(kTop128 << 20));
   for (; i + 16 <= n; i += 16) {
     float in[16];
     std::memcpy(in, x + i, sizeof in);
     const __m512 v = _mm512_loadu_ps(in);
     // Lanes with |x| >= 128, inf or NaN take the scalar path (its special cases).
-    const __mmask16 special = _mm512_cmpge_epu32_mask(_mm512_and_si512(_mm512_castps_si512(v), top_mask), top128);
+    const __mmask16 special =
+        _mm512_cmpge_epu32_mask(_mm512_and_si512(_mm512_castps_si512(v), top_mask), top128);
     _mm256_storeu_ps(x + i, half(_mm256_loadu_ps(in)));
     _mm256_storeu_ps(x + i + 8, half(_mm256_loadu_ps(in + 8)));
     if (special)

@@ -35,9 +35,9 @@ constexpr int MR = 4;
 constexpr int NV = 2;
 #endif
 constexpr int NR = kVec * NV;
-constexpr int KC = 128;       // K per packed block (== the fp8 slice, so fp8 packs one slice)
-constexpr int MC = MR * 24;   // rows per task tile
-constexpr int NC = NR * 4;    // columns per task tile
+constexpr int KC = 128;      // K per packed block (== the fp8 slice, so fp8 packs one slice)
+constexpr int MC = MR * 24;  // rows per task tile
+constexpr int NC = NR * 4;   // columns per task tile
 constexpr int kTile = MR * NR;
 
 // kc steps of c = fma(x, w, c) per lane; c starts at +0 when `zero`, else is loaded.
@@ -46,7 +46,8 @@ inline void micro(int kc, const float* __restrict xp, const float* __restrict wp
 #if defined(__AVX512F__)
   __m512 acc[MR][NV];
   for (int i = 0; i < MR; ++i)
-    for (int v = 0; v < NV; ++v) acc[i][v] = zero ? _mm512_setzero_ps() : _mm512_loadu_ps(c + i * NR + v * kVec);
+    for (int v = 0; v < NV; ++v)
+      acc[i][v] = zero ? _mm512_setzero_ps() : _mm512_loadu_ps(c + i * NR + v * kVec);
   for (int k = 0; k < kc; ++k) {
     __m512 b[NV];
     for (int v = 0; v < NV; ++v) b[v] = _mm512_loadu_ps(wp + k * NR + v * kVec);
@@ -60,7 +61,8 @@ inline void micro(int kc, const float* __restrict xp, const float* __restrict wp
 #elif defined(__AVX2__) && defined(__FMA__)
   __m256 acc[MR][NV];
   for (int i = 0; i < MR; ++i)
-    for (int v = 0; v < NV; ++v) acc[i][v] = zero ? _mm256_setzero_ps() : _mm256_loadu_ps(c + i * NR + v * kVec);
+    for (int v = 0; v < NV; ++v)
+      acc[i][v] = zero ? _mm256_setzero_ps() : _mm256_loadu_ps(c + i * NR + v * kVec);
   for (int k = 0; k < kc; ++k) {
     __m256 b[NV];
     for (int v = 0; v < NV; ++v) b[v] = _mm256_loadu_ps(wp + k * NR + v * kVec);
@@ -129,7 +131,8 @@ struct Fp8Decoder {
                    nan_neg = _mm512_set1_ps(lut[0xff]);
       for (; i + 16 <= n; i += 16) {
         // (maskz forms with a full mask: GCC 12's plain forms trip -Wmaybe-uninitialized)
-        const __m512i c = _mm512_maskz_cvtepu8_epi32(kAll, _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
+        const __m512i c =
+            _mm512_maskz_cvtepu8_epi32(kAll, _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
         const __m512i mag = _mm512_and_si512(c, low7);
         const __m512 v = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_maskz_slli_epi32(kAll, mag, 20)), rebase);
         __m512 r = _mm512_castsi512_ps(_mm512_or_si512(
@@ -160,7 +163,8 @@ struct Half16Rows {
   int K;
   Half16 fmt;
   const float* slice(int n, int k0, int len, float* buf) const {
-    widen_half16(W + static_cast<size_t>(n) * static_cast<size_t>(K) + static_cast<size_t>(k0), len, fmt, buf);
+    widen_half16(W + static_cast<size_t>(n) * static_cast<size_t>(K) + static_cast<size_t>(k0), len, fmt,
+                 buf);
     return buf;
   }
   void prefetch(int n, int k0, int len) const {
@@ -212,7 +216,8 @@ inline void transpose16(const __m512 r[16], __m512 c[16]) {
   }
   // u[4q + e], 128-bit lane L: rows 4q..4q+3 of column 4L + e.
   for (int e = 0; e < 4; ++e) {
-    const __m512 v0 = _mm512_maskz_shuffle_f32x4(all, u[e], u[4 + e], 0x88), v1 = _mm512_maskz_shuffle_f32x4(all, u[e], u[4 + e], 0xDD);
+    const __m512 v0 = _mm512_maskz_shuffle_f32x4(all, u[e], u[4 + e], 0x88),
+                 v1 = _mm512_maskz_shuffle_f32x4(all, u[e], u[4 + e], 0xDD);
     const __m512 v2 = _mm512_maskz_shuffle_f32x4(all, u[8 + e], u[12 + e], 0x88),
                  v3 = _mm512_maskz_shuffle_f32x4(all, u[8 + e], u[12 + e], 0xDD);
     c[0 + e] = _mm512_maskz_shuffle_f32x4(all, v0, v2, 0x88);
@@ -226,8 +231,7 @@ inline void transpose16(const __m512 r[16], __m512 c[16]) {
 // each k's 16 values are stored as one vector instead of 16 scattered floats. Same values, same
 // layout as the generic pack_rows (rows past nrows are zero).
 template <int P>
-  requires(P % 16 == 0)
-void pack_rows(const Half16Rows& src, int r0, int nrows, int k0, int kc, float* dst) {
+requires(P % 16 == 0) void pack_rows(const Half16Rows& src, int r0, int nrows, int k0, int kc, float* dst) {
   const __mmask16 all = 0xFFFF;
   auto widen16 = [&](const uint16_t* h) {
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(h));
@@ -246,7 +250,8 @@ void pack_rows(const Half16Rows& src, int r0, int nrows, int k0, int kc, float* 
         const int r = p * P + g + i;
         rows[i] = nullptr;
         if (r < nrows) {
-          rows[i] = src.W + static_cast<size_t>(r0 + r) * static_cast<size_t>(src.K) + static_cast<size_t>(k0);
+          rows[i] =
+              src.W + static_cast<size_t>(r0 + r) * static_cast<size_t>(src.K) + static_cast<size_t>(k0);
           if (next > 0) src.prefetch(r0 + r, k0 + kc, next);
           ++valid;
         }
@@ -281,7 +286,11 @@ struct TileGrid {
 // Buffers of a task tile in micro-tile order: micro-tile (ir, jr) at ((jr * nir) + ir) * kTile.
 struct TileBufs {
   std::vector<float> wp, acc, racc, tot;
-  TileBufs() : wp(static_cast<size_t>(NC) * KC), acc(static_cast<size_t>(MC) * NC), racc(acc.size()), tot(acc.size()) {}
+  TileBufs()
+      : wp(static_cast<size_t>(NC) * KC),
+        acc(static_cast<size_t>(MC) * NC),
+        racc(acc.size()),
+        tot(acc.size()) {}
 };
 
 // X's panels for one row tile over all of K: packed by the first tile of that row tile in a task's
@@ -302,12 +311,15 @@ struct RowPanels {
 };
 
 // Writes the tile's `src` to Y, rounding per `out`.
-void write_back(const float* src, float* Y, int N, int m0, int mrows, int n0, int ncols, int nir, OutRound out) {
+void write_back(const float* src, float* Y, int N, int m0, int mrows, int n0, int ncols, int nir,
+                OutRound out) {
   for (int jr = 0; jr * NR < ncols; ++jr)
     for (int ir = 0; ir * MR < mrows; ++ir) {
-      const float* t = src + (static_cast<size_t>(jr) * static_cast<size_t>(nir) + static_cast<size_t>(ir)) * kTile;
+      const float* t =
+          src + (static_cast<size_t>(jr) * static_cast<size_t>(nir) + static_cast<size_t>(ir)) * kTile;
       for (int i = 0; i < MR && ir * MR + i < mrows; ++i) {
-        float* y = Y + static_cast<size_t>(m0 + ir * MR + i) * static_cast<size_t>(N) + static_cast<size_t>(n0 + jr * NR);
+        float* y = Y + static_cast<size_t>(m0 + ir * MR + i) * static_cast<size_t>(N) +
+                   static_cast<size_t>(n0 + jr * NR);
         const int nj = std::min(NR, ncols - jr * NR);
         for (int j = 0; j < nj; ++j) y[j] = round_out(t[i * NR + j], out);
       }
@@ -492,13 +504,12 @@ void gemm_f32acc_small_m(const float* X, const Rows& W, float* Y, int M, int N, 
   });
 }
 
-
 // Block-scaled fp8 with fp32 slice accumulation, same scheme: per split-K range y starts at +0,
 // every slice's partial p is a fresh chain over the slice, promoted into y with the row's and the
 // column's scales exactly as the packed kernel promotes it, and the ranges' y are summed in order.
 template <class L>
-void gemm_fp8_small_m(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, const float* xlut, const Fp8Decoder& wdec,
-                      int S, bool deepgemm, OutRound out) {
+void gemm_fp8_small_m(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, const float* xlut,
+                      const Fp8Decoder& wdec, int S, bool deepgemm, OutRound out) {
   const int M = X.rows, N = W.rows, K = X.cols, B = X.block_cols, slices = (K + B - 1) / B;
   const int xcb = X.col_blocks(), wcb = W.col_blocks();
   using V = typename L::V;
@@ -591,15 +602,20 @@ void gemm_f32acc_rows(const float* X, const Rows& W, float* Y, int M, int N, int
         for (int jr = 0; jr < njr; ++jr)
           for (int ir = 0; ir < nir; ++ir)
             micro(kc, xp + static_cast<size_t>(ir) * kc * MR, b.wp.data() + static_cast<size_t>(jr) * kc * NR,
-                  b.acc.data() + (static_cast<size_t>(jr) * nir + static_cast<size_t>(ir)) * kTile, sg.chunk_start);
+                  b.acc.data() + (static_cast<size_t>(jr) * nir + static_cast<size_t>(ir)) * kTile,
+                  sg.chunk_start);
         if (direct) continue;
         if (sg.chunk_end) {
-          if (sg.first_chunk) std::copy(b.acc.begin(), b.acc.begin() + static_cast<std::ptrdiff_t>(used), b.racc.begin());
-          else for (size_t i = 0; i < used; ++i) b.racc[i] = b.racc[i] + b.acc[i];
+          if (sg.first_chunk)
+            std::copy(b.acc.begin(), b.acc.begin() + static_cast<std::ptrdiff_t>(used), b.racc.begin());
+          else
+            for (size_t i = 0; i < used; ++i) b.racc[i] = b.racc[i] + b.acc[i];
         }
         if (sg.range_end) {
-          if (sg.range == 0) std::copy(b.racc.begin(), b.racc.begin() + static_cast<std::ptrdiff_t>(used), b.tot.begin());
-          else for (size_t i = 0; i < used; ++i) b.tot[i] = b.tot[i] + b.racc[i];
+          if (sg.range == 0)
+            std::copy(b.racc.begin(), b.racc.begin() + static_cast<std::ptrdiff_t>(used), b.tot.begin());
+          else
+            for (size_t i = 0; i < used; ++i) b.tot[i] = b.tot[i] + b.racc[i];
         }
       }
       write_back(direct ? b.acc.data() : b.tot.data(), Y, N, m0, mrows, n0, ncols, nir, cfg.out);
@@ -625,9 +641,10 @@ void widen_half16(const uint16_t* src, int n, Half16 fmt, float* dst) {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
     // fp16: the F16C conversion is exact and quiets NaNs as fp16_bits_to_float does (a test
     // checks all 65536 patterns).
-    const __m512 v = fmt == Half16::bf16
-                         ? _mm512_castsi512_ps(_mm512_maskz_slli_epi32(all, _mm512_maskz_cvtepu16_epi32(all, h), 16))
-                         : _mm512_maskz_cvtph_ps(all, h);
+    const __m512 v =
+        fmt == Half16::bf16
+            ? _mm512_castsi512_ps(_mm512_maskz_slli_epi32(all, _mm512_maskz_cvtepu16_epi32(all, h), 16))
+            : _mm512_maskz_cvtph_ps(all, h);
     _mm512_storeu_ps(dst + i, v);
   }
 #endif
@@ -639,8 +656,9 @@ void gemm_fp8_blockscaled(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, cons
   check_cfg(cfg);
   RLP_CHECK(X.cols == W.cols, "gemm_fp8_blockscaled: K mismatch, X is {}x{}, W is {}x{}", X.rows, X.cols,
             W.rows, W.cols);
-  RLP_CHECK(X.block_cols == W.block_cols, "gemm_fp8_blockscaled: X blocks {}x{} and W blocks {}x{} must share K width",
-            X.block_rows, X.block_cols, W.block_rows, W.block_cols);
+  RLP_CHECK(X.block_cols == W.block_cols,
+            "gemm_fp8_blockscaled: X blocks {}x{} and W blocks {}x{} must share K width", X.block_rows,
+            X.block_cols, W.block_rows, W.block_cols);
   RLP_CHECK(X.block_rows == 1, "gemm_fp8_blockscaled: X must be quantized per row (1x{} blocks), has {}x{}",
             X.block_cols, X.block_rows, X.block_cols);
   RLP_CHECK(X.block_cols > 0 && W.block_rows > 0, "gemm_fp8_blockscaled: bad block shape");
@@ -668,7 +686,8 @@ void gemm_fp8_blockscaled(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, cons
     rlp::parallel_for(static_cast<size_t>(M), 1, [&](size_t r0, size_t r1) {
       std::vector<float> xf(static_cast<size_t>(K));
       for (size_t m = r0; m < r1; ++m) {
-        for (int k = 0; k < K; ++k) xf[static_cast<size_t>(k)] = xlut[X.codes[m * static_cast<size_t>(K) + static_cast<size_t>(k)]];
+        for (int k = 0; k < K; ++k)
+          xf[static_cast<size_t>(k)] = xlut[X.codes[m * static_cast<size_t>(K) + static_cast<size_t>(k)]];
         for (int n = 0; n < N; ++n) {
           const float* wr = wf.data() + static_cast<size_t>(n) * static_cast<size_t>(K);
           float tot = 0.0f;
@@ -690,7 +709,8 @@ void gemm_fp8_blockscaled(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, cons
     return;
   }
 
-  RLP_CHECK(B <= KC, "gemm_fp8_blockscaled: fp32 slice accumulation supports K blocks up to {}, got {}", KC, B);
+  RLP_CHECK(B <= KC, "gemm_fp8_blockscaled: fp32 slice accumulation supports K blocks up to {}, got {}", KC,
+            B);
   const Fp8Decoder xdec{xlut, X.kind == Fp8Kind::e4m3}, wdec{wlut, W.kind == Fp8Kind::e4m3};
   if (M <= 8) {
     gemm_fp8_small_m<Lanes8>(X, W, Y, xlut, wdec, S, deepgemm, cfg.out);
@@ -723,14 +743,18 @@ void gemm_fp8_blockscaled(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, cons
           float* xp = xr.at(nir, k0);
           if (pack_x) pack_rows<MR>(Fp8Rows{X.codes.data(), K, xdec}, m0, mrows, k0, kc, xp);
           pack_rows<NR>(Fp8Rows{W.codes.data(), K, wdec}, n0, ncols, k0, kc, b.wp.data());
-          for (int i = 0; i < mrows; ++i) sa[static_cast<size_t>(i)] = X.scale_inv[static_cast<size_t>(m0 + i) * static_cast<size_t>(xcb) + static_cast<size_t>(s)];
+          for (int i = 0; i < mrows; ++i)
+            sa[static_cast<size_t>(i)] =
+                X.scale_inv[static_cast<size_t>(m0 + i) * static_cast<size_t>(xcb) + static_cast<size_t>(s)];
           for (int j = 0; j < ncols; ++j)
-            sb[static_cast<size_t>(j)] = W.scale_inv[static_cast<size_t>((n0 + j) / W.block_rows) * static_cast<size_t>(wcb) + static_cast<size_t>(s)];
+            sb[static_cast<size_t>(j)] =
+                W.scale_inv[static_cast<size_t>((n0 + j) / W.block_rows) * static_cast<size_t>(wcb) +
+                            static_cast<size_t>(s)];
           for (int jr = 0; jr < njr; ++jr)
             for (int ir = 0; ir < nir; ++ir) {
               const size_t off = (static_cast<size_t>(jr) * nir + static_cast<size_t>(ir)) * kTile;
-              micro(kc, xp + static_cast<size_t>(ir) * kc * MR, b.wp.data() + static_cast<size_t>(jr) * kc * NR,
-                    b.acc.data() + off, true);
+              micro(kc, xp + static_cast<size_t>(ir) * kc * MR,
+                    b.wp.data() + static_cast<size_t>(jr) * kc * NR, b.acc.data() + off, true);
               // Promotion of the slice partial into this range's y (padded lanes use scale 0).
               const float* p = b.acc.data() + off;
               float* y = b.racc.data() + off;
@@ -745,8 +769,10 @@ void gemm_fp8_blockscaled(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, cons
               }
             }
         }
-        if (r == 0) std::copy(b.racc.begin(), b.racc.begin() + static_cast<std::ptrdiff_t>(used), b.tot.begin());
-        else for (size_t i = 0; i < used; ++i) b.tot[i] = b.tot[i] + b.racc[i];
+        if (r == 0)
+          std::copy(b.racc.begin(), b.racc.begin() + static_cast<std::ptrdiff_t>(used), b.tot.begin());
+        else
+          for (size_t i = 0; i < used; ++i) b.tot[i] = b.tot[i] + b.racc[i];
       }
       write_back(b.tot.data(), Y, N, m0, mrows, n0, ncols, nir, cfg.out);
     }
@@ -765,14 +791,18 @@ using DVec = __m512d;
 inline DVec dvec_zero() { return _mm512_setzero_pd(); }
 inline DVec dvec_load(const double* p) { return _mm512_loadu_pd(p); }
 inline void dvec_store(double* p, DVec v) { _mm512_storeu_pd(p, v); }
-inline DVec dvec_mul_add(DVec s, double x, DVec w) { return _mm512_add_pd(s, _mm512_mul_pd(_mm512_set1_pd(x), w)); }
+inline DVec dvec_mul_add(DVec s, double x, DVec w) {
+  return _mm512_add_pd(s, _mm512_mul_pd(_mm512_set1_pd(x), w));
+}
 #elif defined(__AVX2__)
 constexpr int kDLanes = 4;
 using DVec = __m256d;
 inline DVec dvec_zero() { return _mm256_setzero_pd(); }
 inline DVec dvec_load(const double* p) { return _mm256_loadu_pd(p); }
 inline void dvec_store(double* p, DVec v) { _mm256_storeu_pd(p, v); }
-inline DVec dvec_mul_add(DVec s, double x, DVec w) { return _mm256_add_pd(s, _mm256_mul_pd(_mm256_set1_pd(x), w)); }
+inline DVec dvec_mul_add(DVec s, double x, DVec w) {
+  return _mm256_add_pd(s, _mm256_mul_pd(_mm256_set1_pd(x), w));
+}
 #else
 constexpr int kDLanes = 4;
 struct DVec {
@@ -817,14 +847,16 @@ void gemm_f64(const double* X, const double* W, double* Y, int M, int N, int K) 
           for (DVec& a : row) a = dvec_zero();
         for (size_t k = 0; k < ks; ++k) {
           DVec w[kF64Vecs];
-          for (int v = 0; v < kF64Vecs; ++v) w[v] = dvec_load(wp.data() + k * kF64Cols + static_cast<size_t>(v) * kDLanes);
+          for (int v = 0; v < kF64Vecs; ++v)
+            w[v] = dvec_load(wp.data() + k * kF64Cols + static_cast<size_t>(v) * kDLanes);
           for (int i = 0; i < kF64Rows; ++i)
             for (int v = 0; v < kF64Vecs; ++v) acc[i][v] = dvec_mul_add(acc[i][v], xs[i][k], w[v]);
         }
         double t[kF64Cols];
         for (int i = 0; i < mr; ++i) {
           for (int v = 0; v < kF64Vecs; ++v) dvec_store(t + v * kDLanes, acc[i][v]);
-          std::copy(t, t + nr, Y + static_cast<size_t>(m0 + i) * static_cast<size_t>(N) + static_cast<size_t>(n0));
+          std::copy(t, t + nr,
+                    Y + static_cast<size_t>(m0 + i) * static_cast<size_t>(N) + static_cast<size_t>(n0));
         }
       }
     }

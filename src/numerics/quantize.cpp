@@ -49,10 +49,14 @@ RowFn pick_kind(Fp8Kind k) {
 
 RowFn pick_row_fn(const ScaleOptions& o) {
   switch (o.convention) {
-    case ScaleConvention::te: return pick_kind<ScaleConvention::te>(o.kind);
-    case ScaleConvention::vllm: return pick_kind<ScaleConvention::vllm>(o.kind);
-    case ScaleConvention::deepgemm: return pick_kind<ScaleConvention::deepgemm>(o.kind);
-    case ScaleConvention::nemo_refit: return pick_kind<ScaleConvention::nemo_refit>(o.kind);
+    case ScaleConvention::te:
+      return pick_kind<ScaleConvention::te>(o.kind);
+    case ScaleConvention::vllm:
+      return pick_kind<ScaleConvention::vllm>(o.kind);
+    case ScaleConvention::deepgemm:
+      return pick_kind<ScaleConvention::deepgemm>(o.kind);
+    case ScaleConvention::nemo_refit:
+      return pick_kind<ScaleConvention::nemo_refit>(o.kind);
   }
   return pick_kind<ScaleConvention::te>(o.kind);
 }
@@ -111,7 +115,8 @@ void quantize_blocks_into(const float* x, int rows, int cols, int block_rows, in
         if (pad_with_last && partial) amax_row(&last, 1, a);
         const float amax = finish_amax(bits_f32(a.bits), a.nan != 0, opt.convention);
         scales[static_cast<size_t>(bc)] = compute_block_scale(amax, opt);
-        t.scale_inv[br * static_cast<size_t>(cb) + static_cast<size_t>(bc)] = scales[static_cast<size_t>(bc)].scale_inv;
+        t.scale_inv[br * static_cast<size_t>(cb) + static_cast<size_t>(bc)] =
+            scales[static_cast<size_t>(bc)].scale_inv;
       }
       for (int r = r0; r < r1; ++r) {
         const size_t off = static_cast<size_t>(r) * static_cast<size_t>(cols);
@@ -131,7 +136,8 @@ void dequantize(const Fp8Tensor& t, float* out) {
   const int cb = t.col_blocks();
   rlp::parallel_for(static_cast<size_t>(t.rows), 16, [&](size_t r0, size_t r1) {
     for (size_t r = r0; r < r1; ++r) {
-      const float* srow = t.scale_inv.data() + (r / static_cast<size_t>(t.block_rows)) * static_cast<size_t>(cb);
+      const float* srow =
+          t.scale_inv.data() + (r / static_cast<size_t>(t.block_rows)) * static_cast<size_t>(cb);
       const uint8_t* q = t.codes.data() + r * static_cast<size_t>(t.cols);
       float* o = out + r * static_cast<size_t>(t.cols);
       for (int c = 0; c < t.cols; ++c) o[c] = lut[q[c]] * srow[c / t.block_cols];

@@ -43,7 +43,9 @@ class Runner {
     const RunData run = run_replay(ckpt_, in, opt);
     const RecipeResult& r = run.recipes.at(0);
     const Divergence d{summary_value(r, kAbs), summary_value(r, kKl)};
-    if (log_) log_(fmt::format("attribution: {}: mean |log ratio| {:.6g}, mean KL {:.6g}", what, d.abs_log_ratio, d.kl));
+    if (log_)
+      log_(fmt::format("attribution: {}: mean |log ratio| {:.6g}, mean KL {:.6g}", what, d.abs_log_ratio,
+                       d.kl));
     return d;
   }
 
@@ -69,13 +71,14 @@ std::vector<double> ranks_desc(const std::vector<double>& v) {
   return rank;
 }
 
-void attribute_layers(const Checkpoint& ckpt, Runner& runner, const ReplayOptions& base, const std::string& recipe,
-                      int max_edge, RunData& run) {
+void attribute_layers(const Checkpoint& ckpt, Runner& runner, const ReplayOptions& base,
+                      const std::string& recipe, int max_edge, RunData& run) {
   const int L = ckpt.spec().layers;
   const Recipe rc = make_recipe(recipe, base.recipe);
   if (!rc.gen.fp8_linear)
-    RLP_THROW_INPUT("--attribute layers: recipe '{}' has no fp8 generation side (use fp8-gen, fp8-e2e or fp8-e2e-kv)",
-                    recipe);
+    RLP_THROW_INPUT(
+        "--attribute layers: recipe '{}' has no fp8 generation side (use fp8-gen, fp8-e2e or fp8-e2e-kv)",
+        recipe);
   // Generation: fp8 linears in layer l only, bf16 KV cache; training: bf16.
   auto only_layer = [&](int first, int last) {
     RecipeOptions o = base.recipe;
@@ -93,7 +96,8 @@ void attribute_layers(const Checkpoint& ckpt, Runner& runner, const ReplayOption
   auto& xabs = t.values["excess_mean_abs_log_ratio"];
   auto& xkl = t.values["excess_mean_kl_gen_train"];
   for (int l = 0; l < L; ++l) {
-    const Divergence d = runner.measure(recipe, only_layer(l, L - 1 - l), "", fmt::format("layers: only layer {} fp8", l));
+    const Divergence d =
+        runner.measure(recipe, only_layer(l, L - 1 - l), "", fmt::format("layers: only layer {} fp8", l));
     layer.push_back(l);
     abs.push_back(d.abs_log_ratio);
     kl.push_back(d.kl);
@@ -102,7 +106,8 @@ void attribute_layers(const Checkpoint& ckpt, Runner& runner, const ReplayOption
   }
   t.values["rank"] = ranks_desc(abs);
   std::vector<int> ranking(static_cast<std::size_t>(L));
-  for (int l = 0; l < L; ++l) ranking[static_cast<std::size_t>(t.values["rank"][static_cast<std::size_t>(l)]) - 1] = l;
+  for (int l = 0; l < L; ++l)
+    ranking[static_cast<std::size_t>(t.values["rank"][static_cast<std::size_t>(l)]) - 1] = l;
   t.info = {{"recipe", recipe},
             {"method", "generation path fp8 in one decoder layer only (bf16 KV cache), training path bf16"},
             {"baseline_no_fp8_layer", to_json(none)},
@@ -123,9 +128,9 @@ void attribute_layers(const Checkpoint& ckpt, Runner& runner, const ReplayOption
       RecipeOptions o = base.recipe;
       o.bf16_first_layers = F;
       o.bf16_last_layers = K;
-      const Divergence d =
-          runner.measure(recipe, o, base.kv_scales_stale_dir,
-                         fmt::format("layers: {} with --bf16-first-layers {} --bf16-last-layers {}", recipe, F, K));
+      const Divergence d = runner.measure(
+          recipe, o, base.kv_scales_stale_dir,
+          fmt::format("layers: {} with --bf16-first-layers {} --bf16-last-layers {}", recipe, F, K));
       if (F == 0 && K == 0) full = d;
       cf.push_back(F);
       ck.push_back(K);
@@ -150,14 +155,17 @@ void attribute_layers(const Checkpoint& ckpt, Runner& runner, const ReplayOption
   rec.assign(cabs.size(), 0.0);
   rec[best] = 1.0;
   const int F = static_cast<int>(cf[best]), K = static_cast<int>(ck[best]);
-  c.info = {{"recipe", recipe},
-            {"criterion", "largest (mean_abs_log_ratio(0,0) - mean_abs_log_ratio(F,K)) / (F+K); (0,0) when none is positive"},
-            {"full_recipe", to_json(full)},
-            {"recommended", {{"bf16_first_layers", F},
-                             {"bf16_last_layers", K},
-                             {kAbs, cabs[best]},
-                             {kKl, ckl[best]},
-                             {"flags", fmt::format("--bf16-first-layers {} --bf16-last-layers {}", F, K)}}}};
+  c.info = {
+      {"recipe", recipe},
+      {"criterion",
+       "largest (mean_abs_log_ratio(0,0) - mean_abs_log_ratio(F,K)) / (F+K); (0,0) when none is positive"},
+      {"full_recipe", to_json(full)},
+      {"recommended",
+       {{"bf16_first_layers", F},
+        {"bf16_last_layers", K},
+        {kAbs, cabs[best]},
+        {kKl, ckl[best]},
+        {"flags", fmt::format("--bf16-first-layers {} --bf16-last-layers {}", F, K)}}}};
   run.attribution["layer_candidates"] = std::move(c);
 }
 
@@ -172,7 +180,8 @@ void attribute_knobs(Runner& runner, const ReplayOptions& base, const std::strin
     if (gv != tv) differing.emplace_back(k.name, gv);
   }
   const Divergence zero = runner.measure(recipe, aligned, base.kv_scales_stale_dir, "knobs: all aligned");
-  const Divergence all = runner.measure(recipe, base.recipe, base.kv_scales_stale_dir, "knobs: " + recipe + " as is");
+  const Divergence all =
+      runner.measure(recipe, base.recipe, base.kv_scales_stale_dir, "knobs: " + recipe + " as is");
   AttributionTable t;
   auto& names = t.labels["knob"];
   auto& gvals = t.labels["gen_value"];
@@ -182,7 +191,8 @@ void attribute_knobs(Runner& runner, const ReplayOptions& base, const std::strin
   for (const auto& [knob, gv] : differing) {
     RecipeOptions o = aligned;
     o.gen_knobs.emplace_back(knob, gv);
-    const Divergence d = runner.measure(recipe, o, base.kv_scales_stale_dir, "knobs: only " + knob + " = " + gv);
+    const Divergence d =
+        runner.measure(recipe, o, base.kv_scales_stale_dir, "knobs: only " + knob + " = " + gv);
     names.push_back(knob);
     gvals.push_back(gv);
     tvals.push_back(get_knob(rc.train, knob));
@@ -199,7 +209,8 @@ void attribute_knobs(Runner& runner, const ReplayOptions& base, const std::strin
 
 void attribute_kv_scales(Runner& runner, const ReplayOptions& base, RunData& run) {
   if (base.kv_scales_stale_dir.empty())
-    RLP_THROW_INPUT("KV-scale attribution needs --kv-scales stale:DIR (the checkpoint the stale scales come from)");
+    RLP_THROW_INPUT(
+        "KV-scale attribution needs --kv-scales stale:DIR (the checkpoint the stale scales come from)");
   std::vector<std::string> recipes;
   for (const auto& n : base.recipes)
     if (make_recipe(n, base.recipe).needs_kv_scales()) recipes.push_back(n);
@@ -207,7 +218,8 @@ void attribute_kv_scales(Runner& runner, const ReplayOptions& base, RunData& run
   AttributionTable t;
   for (const auto& n : recipes) {
     const Divergence fresh = runner.measure(n, base.recipe, "", "kv scales: " + n + " recalibrated");
-    const Divergence stale = runner.measure(n, base.recipe, base.kv_scales_stale_dir, "kv scales: " + n + " stale");
+    const Divergence stale =
+        runner.measure(n, base.recipe, base.kv_scales_stale_dir, "kv scales: " + n + " stale");
     t.labels["recipe"].push_back(n);
     t.values["mean_abs_log_ratio_recalibrated"].push_back(fresh.abs_log_ratio);
     t.values["mean_abs_log_ratio_stale"].push_back(stale.abs_log_ratio);
@@ -230,11 +242,13 @@ std::string attribution_recipe(const ReplayOptions& replay, const AttributionOpt
   return "fp8-gen";
 }
 
-void run_attribution(const Checkpoint& ckpt, const std::vector<InputSequence>& inputs, const ReplayOptions& replay,
-                     const AttributionOptions& options, RunData& run, const AttributionLog& log) {
+void run_attribution(const Checkpoint& ckpt, const std::vector<InputSequence>& inputs,
+                     const ReplayOptions& replay, const AttributionOptions& options, RunData& run,
+                     const AttributionLog& log) {
   if (options.max_edge < 0) RLP_THROW_INPUT("attribution: max_edge {} must be >= 0", options.max_edge);
   for (const auto& in : inputs)
-    if (!in.has_response) RLP_THROW_INPUT("attribution: input '{}' has no response (run replay first)", in.id);
+    if (!in.has_response)
+      RLP_THROW_INPUT("attribution: input '{}' has no response (run replay first)", in.id);
   Runner runner(ckpt, inputs, replay, log);
   const std::string recipe = attribution_recipe(replay, options);
   if (options.layers) attribute_layers(ckpt, runner, replay, recipe, options.max_edge, run);
@@ -249,7 +263,8 @@ std::string format_attribution(const RunData& run) {
     const auto& t = it->second;
     s += fmt::format("\nlayer attribution ({}: generation fp8 in one layer only, training bf16)\n",
                      t.info.value("recipe", std::string("?")));
-    s += fmt::format("{:>5} {:>6} {:>14} {:>14} {:>16}\n", "rank", "layer", "mean|logratio|", "mean KL", "excess |lr|");
+    s += fmt::format("{:>5} {:>6} {:>14} {:>14} {:>16}\n", "rank", "layer", "mean|logratio|", "mean KL",
+                     "excess |lr|");
     const auto& rank = t.values.at("rank");
     std::vector<std::size_t> order(rank.size());
     std::iota(order.begin(), order.end(), 0);
@@ -265,13 +280,14 @@ std::string format_attribution(const RunData& run) {
   }
   if (const auto it = run.attribution.find("layer_candidates"); it != run.attribution.end()) {
     const auto& t = it->second;
-    s += fmt::format("\nbf16 layers, measured with the full {} recipe\n", t.info.value("recipe", std::string("?")));
+    s += fmt::format("\nbf16 layers, measured with the full {} recipe\n",
+                     t.info.value("recipe", std::string("?")));
     s += fmt::format("{:>7} {:>6} {:>14} {:>14} {:>16}\n", "first F", "last K", "mean|logratio|", "mean KL",
                      "removed/layer");
     for (std::size_t i = 0; i < t.values.at(kAbs).size(); ++i)
       s += fmt::format("{:>7} {:>6} {:>14} {:>14} {:>16}{}\n", t.values.at("bf16_first_layers")[i],
-                       t.values.at("bf16_last_layers")[i], num(t.values.at(kAbs)[i]), num(t.values.at(kKl)[i]),
-                       num(t.values.at("removed_per_bf16_layer")[i]),
+                       t.values.at("bf16_last_layers")[i], num(t.values.at(kAbs)[i]),
+                       num(t.values.at(kKl)[i]), num(t.values.at("removed_per_bf16_layer")[i]),
                        t.values.at("recommended")[i] != 0.0 ? "  <- recommended" : "");
     if (t.info.contains("recommended")) {
       const auto& r = t.info["recommended"];
@@ -284,29 +300,32 @@ std::string format_attribution(const RunData& run) {
     const auto& t = it->second;
     s += fmt::format("\nknob attribution ({}: all knobs aligned, one set to its generation value)\n",
                      t.info.value("recipe", std::string("?")));
-    s += fmt::format("{:>5} {:<15} {:<26} {:>14} {:>14}\n", "rank", "knob", "gen <- train value", "mean|logratio|",
-                     "mean KL");
+    s += fmt::format("{:>5} {:<15} {:<26} {:>14} {:>14}\n", "rank", "knob", "gen <- train value",
+                     "mean|logratio|", "mean KL");
     const auto& rank = t.values.at("rank");
     std::vector<std::size_t> order(rank.size());
     std::iota(order.begin(), order.end(), 0);
     std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return rank[a] < rank[b]; });
     for (std::size_t i : order)
       s += fmt::format("{:>5} {:<15} {:<26} {:>14} {:>14}\n", rank[i], t.labels.at("knob")[i],
-                       t.labels.at("gen_value")[i] + " <- " + t.labels.at("train_value")[i], num(t.values.at(kAbs)[i]),
-                       num(t.values.at(kKl)[i]));
+                       t.labels.at("gen_value")[i] + " <- " + t.labels.at("train_value")[i],
+                       num(t.values.at(kAbs)[i]), num(t.values.at(kKl)[i]));
     if (t.info.contains("all_knobs"))
       s += fmt::format("  all aligned: mean|logratio| {}; all knobs as the recipe sets them: {}\n",
-                       num(t.info["aligned"][kAbs].get<double>()), num(t.info["all_knobs"][kAbs].get<double>()));
+                       num(t.info["aligned"][kAbs].get<double>()),
+                       num(t.info["all_knobs"][kAbs].get<double>()));
   }
   if (const auto it = run.attribution.find("kv_scales"); it != run.attribution.end()) {
     const auto& t = it->second;
-    s += fmt::format("\nKV-cache scales: recalibrated vs stale ({})\n", t.info.value("stale_dir", std::string("?")));
-    s += fmt::format("{:<12} {:>14} {:>14} {:>14} {:>14}\n", "recipe", "|lr| recal.", "|lr| stale", "|lr| added",
-                     "KL added");
+    s += fmt::format("\nKV-cache scales: recalibrated vs stale ({})\n",
+                     t.info.value("stale_dir", std::string("?")));
+    s += fmt::format("{:<12} {:>14} {:>14} {:>14} {:>14}\n", "recipe", "|lr| recal.", "|lr| stale",
+                     "|lr| added", "KL added");
     for (std::size_t i = 0; i < t.labels.at("recipe").size(); ++i)
       s += fmt::format("{:<12} {:>14} {:>14} {:>14} {:>14}\n", t.labels.at("recipe")[i],
                        num(t.values.at("mean_abs_log_ratio_recalibrated")[i]),
-                       num(t.values.at("mean_abs_log_ratio_stale")[i]), num(t.values.at("mean_abs_log_ratio_added")[i]),
+                       num(t.values.at("mean_abs_log_ratio_stale")[i]),
+                       num(t.values.at("mean_abs_log_ratio_added")[i]),
                        num(t.values.at("mean_kl_gen_train_added")[i]));
   }
   return s;

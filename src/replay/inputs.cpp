@@ -7,9 +7,8 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
-#include <unordered_map>
-
 #include <nlohmann/json.hpp>
+#include <unordered_map>
 
 #include "rlparity/util/error.hpp"
 #include "rlparity/util/json_depth.hpp"
@@ -53,12 +52,14 @@ std::vector<int32_t> token_array(const json& v, const char* key, int vocab, cons
     int64_t id = 0;
     if (e.is_number_unsigned()) {
       const uint64_t u = e.get<uint64_t>();
-      id = u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ? std::numeric_limits<int64_t>::max()
-                                                                          : static_cast<int64_t>(u);
+      id = u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
+               ? std::numeric_limits<int64_t>::max()
+               : static_cast<int64_t>(u);
     } else if (e.is_number_integer()) {
       id = e.get<int64_t>();
     } else {
-      RLP_INPUT_FAIL(ctx, "\"{}\"[{}] is not an integer token id (got {} {})", key, i, e.type_name(), e.dump());
+      RLP_INPUT_FAIL(ctx, "\"{}\"[{}] is not an integer token id (got {} {})", key, i, e.type_name(),
+                     e.dump());
     }
     if (id < 0 || id >= vocab)
       RLP_INPUT_FAIL(ctx, "\"{}\"[{}] = {} is outside the vocabulary [0, {})", key, i, id, vocab);
@@ -93,7 +94,8 @@ InputSequence parse_line(const std::string& text, int vocab, int max_context, co
   } else if (id_it->is_number_integer()) {
     seq.id = id_it->dump();  // decimal, signed or unsigned
   } else {
-    RLP_INPUT_FAIL(ctx, "\"id\" must be a string or an integer, got {} {}", id_it->type_name(), id_it->dump());
+    RLP_INPUT_FAIL(ctx, "\"id\" must be a string or an integer, got {} {}", id_it->type_name(),
+                   id_it->dump());
   }
   auto p_it = j.find("prompt");
   if (p_it == j.end()) RLP_INPUT_FAIL(ctx, "missing \"prompt\" (an array of token ids)");
@@ -113,7 +115,8 @@ InputSequence parse_line(const std::string& text, int vocab, int max_context, co
   auto l_it = j.find("logprobs");
   if (l_it != j.end()) {
     if (!seq.has_response) RLP_INPUT_FAIL(ctx, "\"logprobs\" given without a \"response\"");
-    if (!l_it->is_array()) RLP_INPUT_FAIL(ctx, "\"logprobs\" must be an array of numbers, got {}", l_it->type_name());
+    if (!l_it->is_array())
+      RLP_INPUT_FAIL(ctx, "\"logprobs\" must be an array of numbers, got {}", l_it->type_name());
     if (l_it->size() != seq.response.size())
       RLP_INPUT_FAIL(ctx, "\"logprobs\" has {} values but \"response\" has {} tokens", l_it->size(),
                      seq.response.size());
@@ -136,8 +139,8 @@ bool is_blank(const std::string& s) {
 }  // namespace
 
 std::vector<InputSequence> read_inputs_jsonl(const std::string& path, int vocab_size, int max_context) {
-  RLP_CHECK(vocab_size > 0 && max_context > 0, "read_inputs_jsonl: vocab_size {} and max_context {} must be > 0",
-            vocab_size, max_context);
+  RLP_CHECK(vocab_size > 0 && max_context > 0,
+            "read_inputs_jsonl: vocab_size {} and max_context {} must be > 0", vocab_size, max_context);
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) RLP_THROW_INPUT("inputs file '{}' is a directory", path);
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
@@ -163,7 +166,8 @@ std::vector<InputSequence> read_inputs_jsonl(const std::string& path, int vocab_
     const ssize_t got = ::read(fd.get(), buf.data(), buf.size());
     if (got < 0) {
       if (errno == EINTR) continue;
-      RLP_THROW_INPUT("cannot read inputs file '{}' (after line {}): {}", path, line_no, std::strerror(errno));
+      RLP_THROW_INPUT("cannot read inputs file '{}' (after line {}): {}", path, line_no,
+                      std::strerror(errno));
     }
     if (got == 0) break;
     const char* p = buf.data();
@@ -181,7 +185,8 @@ std::vector<InputSequence> read_inputs_jsonl(const std::string& path, int vocab_
     }
   }
   if (!cur.empty()) finish_line();
-  if (out.empty()) RLP_THROW_INPUT("inputs file '{}' holds no sequences (it is empty or only blank lines)", path);
+  if (out.empty())
+    RLP_THROW_INPUT("inputs file '{}' holds no sequences (it is empty or only blank lines)", path);
   return out;
 }
 

@@ -21,7 +21,8 @@ float amax(const EmulatedOps::Mat& m) {
 struct AmaxRecorder final : EmulatedOps::QkvObserver {
   std::vector<float> q, k, v;
   explicit AmaxRecorder(int layers) : q(static_cast<std::size_t>(layers)), k(q), v(q) {}
-  void observe(int layer, const EmulatedOps::Mat& mq, const EmulatedOps::Mat& mk, const EmulatedOps::Mat& mv) override {
+  void observe(int layer, const EmulatedOps::Mat& mq, const EmulatedOps::Mat& mk,
+               const EmulatedOps::Mat& mv) override {
     const auto l = static_cast<std::size_t>(layer);
     q[l] = std::max(q[l], amax(mq));
     k[l] = std::max(k[l], amax(mk));
@@ -43,11 +44,13 @@ float nonzero(float s) { return s > 0.0f && std::isfinite(s) ? s : 1.0f; }
 
 }  // namespace
 
-KvScales calibrate_kv_scales(const Checkpoint& ckpt, const std::vector<InputSequence>& inputs, KvScaleMethod method) {
+KvScales calibrate_kv_scales(const Checkpoint& ckpt, const std::vector<InputSequence>& inputs,
+                             KvScaleMethod method) {
   const ModelSpec& spec = ckpt.spec();
   PathStyle style = default_training_style();
   const PreparedWeights weights = prepare_weights(ckpt, style);
-  const std::size_t calls = method == KvScaleMethod::vllm ? std::min<std::size_t>(1, inputs.size()) : inputs.size();
+  const std::size_t calls =
+      method == KvScaleMethod::vllm ? std::min<std::size_t>(1, inputs.size()) : inputs.size();
   std::vector<AmaxRecorder> per_call(calls, AmaxRecorder(spec.layers));
   parallel_for(calls, 1, [&](std::size_t b, std::size_t e) {
     for (std::size_t i = b; i < e; ++i) {

@@ -30,8 +30,8 @@ uint64_t u(int64_t x) { return x > 0 ? static_cast<uint64_t>(x) : 0; }
 struct ParamCounts {
   uint64_t decoder_linear_per_layer = 0;  // q, k, v, o, gate, up, down weights of one layer
   uint64_t largest_linear = 0;
-  uint64_t other = 0;                     // embeddings, lm_head copy, norms, biases (never fp8)
-  uint64_t fp8_scales_per_layer = 0;      // 128x128 blocks of one layer's linears
+  uint64_t other = 0;                 // embeddings, lm_head copy, norms, biases (never fp8)
+  uint64_t fp8_scales_per_layer = 0;  // 128x128 blocks of one layer's linears
 };
 
 ParamCounts count_params(const ModelSpec& s) {
@@ -60,13 +60,14 @@ ParamCounts count_params(const ModelSpec& s) {
 uint64_t path_bytes(const ModelSpec& s, uint64_t n, uint64_t r, uint64_t b) {
   const uint64_t H = u(s.hidden), I = u(s.intermediate), V = u(s.vocab), L = u(s.layers);
   const uint64_t q = sat_mul(u(s.heads), u(s.head_dim)), kv = sat_mul(u(s.kv_heads), u(s.head_dim));
-  const uint64_t act_cols = sat_add(sat_add(sat_mul(5, H), sat_mul(2, q)), sat_add(sat_mul(2, kv), sat_mul(3, I)));
-  uint64_t e = sat_mul(n, act_cols);                              // activations of one layer
-  e = sat_add(e, sat_mul(sat_mul(2, L), sat_mul(n, kv)));         // KV cache
-  e = sat_add(e, sat_mul(n, V));                                  // logits of every position
-  e = sat_add(e, sat_mul(r, V));                                  // kept log-prob rows
-  e = sat_add(e, sat_mul(L, sat_mul(r, H)));                      // per-layer hidden states
-  e = sat_add(e, sat_mul(n, std::max({H, I, q, V})));               // GEMM temporaries
+  const uint64_t act_cols =
+      sat_add(sat_add(sat_mul(5, H), sat_mul(2, q)), sat_add(sat_mul(2, kv), sat_mul(3, I)));
+  uint64_t e = sat_mul(n, act_cols);                       // activations of one layer
+  e = sat_add(e, sat_mul(sat_mul(2, L), sat_mul(n, kv)));  // KV cache
+  e = sat_add(e, sat_mul(n, V));                           // logits of every position
+  e = sat_add(e, sat_mul(r, V));                           // kept log-prob rows
+  e = sat_add(e, sat_mul(L, sat_mul(r, H)));               // per-layer hidden states
+  e = sat_add(e, sat_mul(n, std::max({H, I, q, V})));      // GEMM temporaries
   return sat_mul(e, b);
 }
 
@@ -87,7 +88,8 @@ MemoryEstimate estimate_replay_memory(const ModelSpec& spec, const std::vector<I
     } catch (const InputError&) {
     }
   }
-  const bool sampling = std::any_of(inputs.begin(), inputs.end(), [](const InputSequence& s) { return !s.has_response; });
+  const bool sampling =
+      std::any_of(inputs.begin(), inputs.end(), [](const InputSequence& s) { return !s.has_response; });
   std::set<std::string> keys;
   std::vector<const PathStyle*> forms;
   Recipe sampler;
@@ -115,7 +117,8 @@ MemoryEstimate estimate_replay_memory(const ModelSpec& spec, const std::vector<I
     // Non-decoder tensors at 4 B/param: the embedding is held as floats (the lm_head as 2 B).
     uint64_t b = sat_mul(4, pc.other);
     b = sat_add(b, sat_mul(2, sat_mul(act_layers, pc.decoder_linear_per_layer)));
-    b = sat_add(b, sat_mul(fp8_layers, sat_add(pc.decoder_linear_per_layer, sat_mul(4, pc.fp8_scales_per_layer))));
+    b = sat_add(
+        b, sat_mul(fp8_layers, sat_add(pc.decoder_linear_per_layer, sat_mul(4, pc.fp8_scales_per_layer))));
     weights = sat_add(weights, b);
     if (fp8_layers > 0) {
       ++n_fp8;
@@ -124,17 +127,21 @@ MemoryEstimate estimate_replay_memory(const ModelSpec& spec, const std::vector<I
       ++n_act;
     }
   }
-  est.parts.emplace_back(fmt::format("prepared weights: {} act-dtype form(s) at 2 B/param, {} fp8 form(s) at "
-                                     "1 B/param + 4 B per 128x128 block scale (+ 4 B/param for embedding, norms, lm_head)",
-                                     n_act, n_fp8),
-                         weights);
-  if (largest_fp8_temp) est.parts.emplace_back("fp8 quantization temporary (largest linear as float32)", largest_fp8_temp);
+  est.parts.emplace_back(
+      fmt::format("prepared weights: {} act-dtype form(s) at 2 B/param, {} fp8 form(s) at "
+                  "1 B/param + 4 B per 128x128 block scale (+ 4 B/param for embedding, norms, lm_head)",
+                  n_act, n_fp8),
+      weights);
+  if (largest_fp8_temp)
+    est.parts.emplace_back("fp8 quantization temporary (largest linear as float32)", largest_fp8_temp);
   if (kv_calibration) {
     const uint64_t b = sat_mul(4, sat_add(pc.other, sat_mul(L, pc.decoder_linear_per_layer)));
     est.parts.emplace_back("fp8 KV-scale calibration: one extra act-dtype form while calibrating", b);
   }
   const uint64_t n_params = sat_add(pc.other, sat_mul(L, pc.decoder_linear_per_layer));
-  if (opt.oracle) est.parts.emplace_back("oracle weights (float64, 8 B/param incl. the lm_head copy)", sat_mul(8, n_params));
+  if (opt.oracle)
+    est.parts.emplace_back("oracle weights (float64, 8 B/param incl. the lm_head copy)",
+                           sat_mul(8, n_params));
 
   // Per worker: the longest sequence through the oracle and two emulated paths at once.
   uint64_t longest = 1, longest_r = 1, total_tokens = 0, total_response = 0;
@@ -147,12 +154,15 @@ MemoryEstimate estimate_replay_memory(const ModelSpec& spec, const std::vector<I
     total_response = sat_add(total_response, r);
   }
   const uint64_t hw = std::max(1u, std::thread::hardware_concurrency());
-  const uint64_t workers = std::max<uint64_t>(1, std::min<uint64_t>(threads > 0 ? u(threads) : hw, inputs.size()));
+  const uint64_t workers =
+      std::max<uint64_t>(1, std::min<uint64_t>(threads > 0 ? u(threads) : hw, inputs.size()));
   uint64_t per_worker = sat_mul(2, path_bytes(spec, longest, longest_r, 4));
   if (opt.oracle) per_worker = sat_add(per_worker, path_bytes(spec, longest, longest_r, 8));
-  est.parts.emplace_back(fmt::format("per-worker activations, KV caches and log-prob rows for the longest sequence "
-                                     "({} tokens) x {} worker(s)", longest, workers),
-                         sat_mul(workers, per_worker));
+  est.parts.emplace_back(
+      fmt::format("per-worker activations, KV caches and log-prob rows for the longest sequence "
+                  "({} tokens) x {} worker(s)",
+                  longest, workers),
+      sat_mul(workers, per_worker));
   // A group's outputs are held together until its metrics are taken: every sequence's kept log-prob
   // rows and per-layer hidden states from the generation and training paths (float), the oracle's
   // hidden states and response-token log-probs (double); and a decode step advances the whole
@@ -162,18 +172,23 @@ MemoryEstimate estimate_replay_memory(const ModelSpec& spec, const std::vector<I
   bool all_given = true;
   for (const auto& in : inputs) all_given = all_given && in.has_response;
   const uint64_t group = replay_group_size(spec, inputs.size(), longest_r);
-  const uint64_t group_hi = all_given ? group : std::min<uint64_t>(kReplayGroup, std::max<std::size_t>(1, inputs.size()));
+  const uint64_t group_hi =
+      all_given ? group : std::min<uint64_t>(kReplayGroup, std::max<std::size_t>(1, inputs.size()));
   const uint64_t rows_one = sat_mul(8, sat_mul(longest_r, u(spec.vocab)));
   uint64_t group_bytes = sat_mul(group, rows_one);
   if (!all_given) group_bytes = std::max(group_bytes, std::min(sat_mul(group_hi, rows_one), kGroupRowBytes));
   const uint64_t hidden_kept = sat_mul(L, sat_mul(longest_r, u(spec.hidden)));
   const uint64_t kv_width = sat_mul(u(spec.kv_heads), u(spec.head_dim));
   group_bytes = sat_add(group_bytes, sat_mul(sat_mul(group_hi, hidden_kept), 8));
-  if (opt.oracle) group_bytes = sat_add(group_bytes, sat_mul(sat_mul(group_hi, sat_add(hidden_kept, longest_r)), 8));
-  group_bytes = sat_add(group_bytes, sat_mul(sat_mul(group_hi, 4), sat_mul(sat_mul(2, L), sat_mul(longest, kv_width))));
-  est.parts.emplace_back(fmt::format("one group of {} sequence(s): kept log-prob rows and hidden states of both paths "
-                                     "and the oracle's hidden states, decode KV caches", group_hi),
-                         group_bytes);
+  if (opt.oracle)
+    group_bytes = sat_add(group_bytes, sat_mul(sat_mul(group_hi, sat_add(hidden_kept, longest_r)), 8));
+  group_bytes =
+      sat_add(group_bytes, sat_mul(sat_mul(group_hi, 4), sat_mul(sat_mul(2, L), sat_mul(longest, kv_width))));
+  est.parts.emplace_back(
+      fmt::format("one group of {} sequence(s): kept log-prob rows and hidden states of both paths "
+                  "and the oracle's hidden states, decode KV caches",
+                  group_hi),
+      group_bytes);
 
   // The run's results: per-token metrics (8 doubles per recipe + oracle + engine), per-layer sums,
   // token ids and offsets.
@@ -219,14 +234,15 @@ uint64_t parse_memory_size(const std::string& text) {
     }
   }
   int shift = -1;
-  const std::pair<const char*, int> units[] = {{"", 0}, {"B", 0}, {"K", 10}, {"KB", 10}, {"KIB", 10},
-                                               {"M", 20}, {"MB", 20}, {"MIB", 20}, {"G", 30}, {"GB", 30},
-                                               {"GIB", 30}, {"T", 40}, {"TB", 40}, {"TIB", 40}};
+  const std::pair<const char*, int> units[] = {{"", 0},     {"B", 0},   {"K", 10},   {"KB", 10}, {"KIB", 10},
+                                               {"M", 20},   {"MB", 20}, {"MIB", 20}, {"G", 30},  {"GB", 30},
+                                               {"GIB", 30}, {"T", 40},  {"TB", 40},  {"TIB", 40}};
   for (const auto& [name, sh] : units)
     if (suffix == name) shift = sh;
   const double bytes = value * std::ldexp(1.0, shift < 0 ? 0 : shift);
   if (!ok || shift < 0 || !(bytes >= 1.0) || bytes >= 1.8e19)
-    RLP_THROW_INPUT("--max-memory: '{}' is not a memory size (expected e.g. 8G, 512M, 1.5GiB or a byte count)", text);
+    RLP_THROW_INPUT(
+        "--max-memory: '{}' is not a memory size (expected e.g. 8G, 512M, 1.5GiB or a byte count)", text);
   return static_cast<uint64_t>(bytes);
 }
 

@@ -25,8 +25,8 @@
 namespace rlp {
 
 std::size_t replay_group_size(const ModelSpec& spec, std::size_t sequences, uint64_t longest_response) {
-  const uint64_t per_seq = std::max<uint64_t>(1, 8 * std::max<uint64_t>(1, longest_response) *
-                                                     static_cast<uint64_t>(std::max(1, spec.vocab)));
+  const uint64_t per_seq = std::max<uint64_t>(
+      1, 8 * std::max<uint64_t>(1, longest_response) * static_cast<uint64_t>(std::max(1, spec.vocab)));
   const uint64_t fit = std::max<uint64_t>(1, kGroupRowBytes / per_seq);
   return static_cast<std::size_t>(std::min<uint64_t>({kReplayGroup, fit, std::max<uint64_t>(1, sequences)}));
 }
@@ -60,8 +60,8 @@ int32_t sample_token(const float* logp, int vocab, double temperature, uint64_t&
   return best;
 }
 
-std::vector<int32_t> sample_response(const EmulatedOps& ops, const std::vector<int32_t>& prompt, const ReplayOptions& opt,
-                                     uint64_t seq_seed) {
+std::vector<int32_t> sample_response(const EmulatedOps& ops, const std::vector<int32_t>& prompt,
+                                     const ReplayOptions& opt, uint64_t seq_seed) {
   const ModelSpec& spec = ops.spec();
   const int P = static_cast<int>(prompt.size());
   const int max_new = std::min(opt.max_new_tokens, spec.max_positions - P);
@@ -102,15 +102,16 @@ double sq_diff(const A& a, const B& b) {
 template <class A>
 double sq_norm(const A& a) {
   double s = 0.0;
-  for (Eigen::Index i = 0; i < a.size(); ++i) s += static_cast<double>(a.data()[i]) * static_cast<double>(a.data()[i]);
+  for (Eigen::Index i = 0; i < a.size(); ++i)
+    s += static_cast<double>(a.data()[i]) * static_cast<double>(a.data()[i]);
   return s;
 }
 
 // Per-layer sums for relative L2 differences: |g-t|^2, |t|^2, |g-o|^2, |t-o|^2, |o|^2.
 enum LayerSum { kGT, kT, kGO, kTO, kO, kNumLayerSums };
 
-const char* const kTokenMetrics[] = {"logp_gen", "logp_train", "kl_gen_train", "kl_train_gen",
-                                     "top1_agree", "entropy_gen", "js"};
+const char* const kTokenMetrics[] = {
+    "logp_gen", "logp_train", "kl_gen_train", "kl_train_gen", "top1_agree", "entropy_gen", "js"};
 
 }  // namespace
 
@@ -160,8 +161,8 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
   for (const auto& in : inputs) {
     if (in.response.empty()) RLP_THROW_INPUT("sequence '{}' (line {}): empty response", in.id, in.line);
     if (in.prompt.size() + in.response.size() > static_cast<std::size_t>(spec.max_positions))
-      RLP_THROW_INPUT("sequence '{}' (line {}): prompt + response = {} tokens exceeds the context of {}", in.id,
-                      in.line, in.prompt.size() + in.response.size(), spec.max_positions);
+      RLP_THROW_INPUT("sequence '{}' (line {}): prompt + response = {} tokens exceeds the context of {}",
+                      in.id, in.line, in.prompt.size() + in.response.size(), spec.max_positions);
   }
 
   // 2. fp8 KV-cache scales, when a recipe needs them.
@@ -173,12 +174,16 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
     } else {
       const Checkpoint stale = Checkpoint::open(opt.kv_scales_stale_dir);
       if (stale.spec().layers != spec.layers || stale.spec().kv_heads != spec.kv_heads)
-        RLP_THROW_INPUT("--kv-scales stale:{}: its shape does not match the replayed checkpoint", opt.kv_scales_stale_dir);
+        RLP_THROW_INPUT("--kv-scales stale:{}: its shape does not match the replayed checkpoint",
+                        opt.kv_scales_stale_dir);
       kv_scales = calibrate_kv_scales(stale, inputs, opt.kv_scale_method);
     }
-    kv_json = {{"source", opt.kv_scales_stale_dir.empty() ? "recalibrated" : "stale:" + opt.kv_scales_stale_dir},
-               {"method", opt.kv_scale_method == KvScaleMethod::nemo ? "nemo" : "vllm"},
-               {"q", kv_scales.q}, {"k", kv_scales.k}, {"v", kv_scales.v}};
+    kv_json = {
+        {"source", opt.kv_scales_stale_dir.empty() ? "recalibrated" : "stale:" + opt.kv_scales_stale_dir},
+        {"method", opt.kv_scale_method == KvScaleMethod::nemo ? "nemo" : "vllm"},
+        {"q", kv_scales.q},
+        {"k", kv_scales.k},
+        {"v", kv_scales.v}};
   }
 
   // 3. The run's inputs.
@@ -230,7 +235,8 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
 
   std::vector<std::unique_ptr<PathRunner>> gen_ops, train_ops;
   auto make_runner = [&](const PathStyle& s) -> std::unique_ptr<PathRunner> {
-    if (opt.backend && opt.backend->make_runner) return opt.backend->make_runner(spec, weights_for(s), s, &kv_scales);
+    if (opt.backend && opt.backend->make_runner)
+      return opt.backend->make_runner(spec, weights_for(s), s, &kv_scales);
     return std::make_unique<EmulatedRunner>(spec, weights_for(s), s, &kv_scales);
   };
   for (const auto& rc : recipes) {
@@ -274,7 +280,8 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
           for (int j = 0; j < group[gi].R; ++j) {
             const std::size_t at = off + static_cast<std::size_t>(j);
             const int32_t token = inputs[i].response[static_cast<std::size_t>(j)];
-            const FullVocabStats fv = full_vocab_stats(g.logprobs.row(j).data(), t.logprobs.row(j).data(), spec.vocab);
+            const FullVocabStats fv =
+                full_vocab_stats(g.logprobs.row(j).data(), t.logprobs.row(j).data(), spec.vocab);
             m.at("logp_gen")[at] = g.logprobs(j, token);
             m.at("logp_train")[at] = t.logprobs(j, token);
             m.at("kl_gen_train")[at] = fv.kl_gen_train;
@@ -312,7 +319,8 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
     for (std::size_t l = 0; l < L; ++l) {
       double acc[kNumLayerSums] = {};
       for (std::size_t i = 0; i < S; ++i)
-        for (int k = 0; k < kNumLayerSums; ++k) acc[k] += layer_sums[((i * NR + ri) * L + l) * kNumLayerSums + static_cast<std::size_t>(k)];
+        for (int k = 0; k < kNumLayerSums; ++k)
+          acc[k] += layer_sums[((i * NR + ri) * L + l) * kNumLayerSums + static_cast<std::size_t>(k)];
       gt[l] = acc[kT] > 0 ? std::sqrt(acc[kGT] / acc[kT]) : 0.0;
       go[l] = acc[kO] > 0 ? std::sqrt(acc[kGO] / acc[kO]) : 0.0;
       to[l] = acc[kO] > 0 ? std::sqrt(acc[kTO] / acc[kO]) : 0.0;

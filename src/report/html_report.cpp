@@ -9,11 +9,11 @@
 #include <map>
 #include <set>
 
+#include "report/sections.hpp"
 #include "rlparity/gate/report_writers.hpp"
 #include "rlparity/metrics/statistics.hpp"
 #include "rlparity/report/report.hpp"
 #include "rlparity/report/svg.hpp"
-#include "report/sections.hpp"
 #include "rlparity/util/version.hpp"
 
 namespace rlp::report {
@@ -44,12 +44,14 @@ std::string truncate(const std::string& s, std::size_t n) {
 }
 
 // Flattens a JSON object into "a.b.c" -> compact value text (arrays of scalars kept whole).
-void flatten(const nlohmann::json& j, const std::string& prefix, std::vector<std::pair<std::string, std::string>>& out) {
+void flatten(const nlohmann::json& j, const std::string& prefix,
+             std::vector<std::pair<std::string, std::string>>& out) {
   if (j.is_object() && !j.empty()) {
     for (const auto& [k, v] : j.items()) flatten(v, prefix.empty() ? k : prefix + "." + k, out);
     return;
   }
-  std::string text = j.is_string() ? j.get<std::string>() : j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::string text =
+      j.is_string() ? j.get<std::string>() : j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   out.emplace_back(prefix, truncate(text, 400));
 }
 
@@ -140,7 +142,8 @@ struct Verdicts {
 };
 
 std::string verdict_html(const gate::Check& c) {
-  std::string o = fmt::format(R"(<span class="verdict {}">{}</span>)", gate::verdict_name(c.verdict), gate::verdict_name(c.verdict));
+  std::string o = fmt::format(R"(<span class="verdict {}">{}</span>)", gate::verdict_name(c.verdict),
+                              gate::verdict_name(c.verdict));
   if (c.bound) o += fmt::format(R"(<span class="bound">{}</span>)", esc(gate::format_bound(c.bound)));
   if (!c.message.empty()) o = fmt::format(R"(<span title="{}">{}</span>)", esc(c.message), o);
   return o;
@@ -148,8 +151,10 @@ std::string verdict_html(const gate::Check& c) {
 
 // Summary table: one row per statistic, one column per recipe. Each value cell's first <span
 // class="v"> holds the exact attribute value (shortest round-trip text).
-std::string summary_table(const RunData& run, const std::vector<std::string>& stats, const Verdicts& v, const std::string& id) {
-  std::string o = fmt::format(R"(<div class="scroll"><table class="summary" id="{}"><thead><tr><th>statistic</th>)", id);
+std::string summary_table(const RunData& run, const std::vector<std::string>& stats, const Verdicts& v,
+                          const std::string& id) {
+  std::string o =
+      fmt::format(R"(<div class="scroll"><table class="summary" id="{}"><thead><tr><th>statistic</th>)", id);
   for (const auto& r : run.recipes) o += fmt::format("<th>{}</th>", esc(r.name));
   o += "</tr></thead><tbody>\n";
   for (const auto& s : stats) {
@@ -159,7 +164,8 @@ std::string summary_table(const RunData& run, const std::vector<std::string>& st
       o += fmt::format(R"(<td class="num" data-recipe="{}">)", esc(r.name));
       o += it == r.summary.end() ? std::string(R"(<span class="v">-</span>)")
                                  : fmt::format(R"(<span class="v">{}</span>)", format_exact(it->second));
-      if (const auto* c = v.find(r.name, s)) o += fmt::format(R"(<span class="vline">{}</span>)", verdict_html(*c));
+      if (const auto* c = v.find(r.name, s))
+        o += fmt::format(R"(<span class="vline">{}</span>)", verdict_html(*c));
       o += "</td>";
     }
     o += "</tr>\n";
@@ -181,10 +187,12 @@ std::string delta_class(const std::string& stat, double va, double vb) {
 std::string baseline_section(const RunData& run, const ReportOptions& opt) {
   const RunData& base = *opt.baseline;
   std::string o = R"(<section id="baseline"><h2>Deltas against the baseline</h2>)";
-  o += fmt::format(R"(<p>Baseline <code>{}</code> (checkpoint hash <code>{}</code>, {} sequences). )", esc(opt.baseline_path),
-                   esc(base.checkpoint_hash), base.num_sequences());
-  o += "&#916; = run &#8722; baseline; relative &#916; = &#916; / |baseline|. A cell is red when the statistic got worse "
-       "(by its direction: lower is better for divergences, higher for ess and top-1 agreement, closer to 0 for "
+  o += fmt::format(R"(<p>Baseline <code>{}</code> (checkpoint hash <code>{}</code>, {} sequences). )",
+                   esc(opt.baseline_path), esc(base.checkpoint_hash), base.num_sequences());
+  o += "&#916; = run &#8722; baseline; relative &#916; = &#916; / |baseline|. A cell is red when the "
+       "statistic got worse "
+       "(by its direction: lower is better for divergences, higher for ess and top-1 agreement, closer to 0 "
+       "for "
        "signed KL estimators, closer to 1 for ratios), green when it got better.</p>\n";
   std::vector<std::string> names;
   for (const auto& r : run.recipes) names.push_back(r.name);
@@ -200,7 +208,8 @@ std::string baseline_section(const RunData& run, const ReportOptions& opt) {
     return nullptr;
   };
   // Headline: relative change of the headline statistics, one column per recipe.
-  o += R"(<div class="scroll"><table class="summary deltas-headline" id="baseline-headline"><thead><tr><th>statistic</th>)";
+  o +=
+      R"(<div class="scroll"><table class="summary deltas-headline" id="baseline-headline"><thead><tr><th>statistic</th>)";
   for (const auto& r : run.recipes) o += fmt::format("<th>{}</th>", esc(r.name));
   o += "</tr></thead><tbody>\n";
   for (const auto& s : headline_statistics(opt.gate)) {
@@ -213,7 +222,8 @@ std::string baseline_section(const RunData& run, const ReportOptions& opt) {
         continue;
       }
       const double va = a->second, vb = b->summary.at(s), rel = vb != 0 ? (va - vb) / std::abs(vb) : kNaN;
-      o += fmt::format(R"(<td class="{}" title="run {} / baseline {}">{}</td>)", delta_class(s, va, vb), format_exact(va), format_exact(vb),
+      o += fmt::format(R"(<td class="{}" title="run {} / baseline {}">{}</td>)", delta_class(s, va, vb),
+                       format_exact(va), format_exact(vb),
                        std::isnan(rel) ? (va == vb ? std::string("0") : format_sig(va - vb, 4))
                                        : fmt::format("{}{}%", rel > 0 ? "+" : "", format_sig(rel * 100, 3)));
     }
@@ -232,18 +242,22 @@ std::string baseline_section(const RunData& run, const ReportOptions& opt) {
     for (const auto& [k, val] : r.summary) stats.insert(k);
     for (const auto& [k, val] : b->summary) stats.insert(k);
     o += fmt::format(R"(<details><summary>{}: all {} statistics</summary>)", esc(r.name), stats.size());
-    o += fmt::format(R"(<table class="deltas" data-recipe="{}"><thead><tr><th>statistic</th><th>run</th><th>baseline</th><th>&#916;</th><th>relative &#916;</th></tr></thead><tbody>)",
-                     esc(r.name));
+    o += fmt::format(
+        R"(<table class="deltas" data-recipe="{}"><thead><tr><th>statistic</th><th>run</th><th>baseline</th><th>&#916;</th><th>relative &#916;</th></tr></thead><tbody>)",
+        esc(r.name));
     o += "\n";
     for (const auto& s : stats) {
       auto a = r.summary.find(s), c = b->summary.find(s);
-      const double va = a == r.summary.end() ? kNaN : a->second, vb = c == b->summary.end() ? kNaN : c->second;
+      const double va = a == r.summary.end() ? kNaN : a->second,
+                   vb = c == b->summary.end() ? kNaN : c->second;
       const double d = va - vb, rel = vb != 0 ? d / std::abs(vb) : kNaN;
       const std::string cls = delta_class(s, va, vb);
-      o += fmt::format(R"(<tr data-stat="{}"><td>{}</td><td class="num">{}</td><td class="num">{}</td><td class="{}">{}</td><td class="{}">{}</td></tr>)",
-                       esc(s), esc(s), a == r.summary.end() ? "-" : format_exact(va), c == b->summary.end() ? "-" : format_exact(vb),
-                       cls, std::isnan(d) ? "-" : format_sig(d, 4), cls,
-                       std::isnan(rel) ? std::string("-") : fmt::format("{}{}%", rel > 0 ? "+" : "", format_sig(rel * 100, 3)));
+      o += fmt::format(
+          R"(<tr data-stat="{}"><td>{}</td><td class="num">{}</td><td class="num">{}</td><td class="{}">{}</td><td class="{}">{}</td></tr>)",
+          esc(s), esc(s), a == r.summary.end() ? "-" : format_exact(va),
+          c == b->summary.end() ? "-" : format_exact(vb), cls, std::isnan(d) ? "-" : format_sig(d, 4), cls,
+          std::isnan(rel) ? std::string("-")
+                          : fmt::format("{}{}%", rel > 0 ? "+" : "", format_sig(rel * 100, 3)));
       o += "\n";
     }
     o += "</tbody></table></details>\n";
@@ -291,8 +305,10 @@ PlotData prepare(const RunData& run, const ReportOptions& opt) {
     p.kl_curves.push_back(v ? per_position_mean(run, *v, opt.max_positions) : PositionCurve{});
     for (double y : p.kl_curves.back().mean) {
       if (!std::isfinite(y)) continue;
-      if (y <= 0) nonpos = true;
-      else lo = std::min(lo, y), hi = std::max(hi, y);
+      if (y <= 0)
+        nonpos = true;
+      else
+        lo = std::min(lo, y), hi = std::max(hi, y);
     }
   }
   p.kl_log = !nonpos && hi > 0 && hi / lo > 30;
@@ -301,7 +317,9 @@ PlotData prepare(const RunData& run, const ReportOptions& opt) {
 
 std::string count_note(const Bins& b, bool abs) {
   std::vector<std::string> parts;
-  if (b.nonpositive) parts.push_back(fmt::format("{} {} not shown (log axis)", b.nonpositive, abs ? "exact zeros" : "non-positive values"));
+  if (b.nonpositive)
+    parts.push_back(fmt::format("{} {} not shown (log axis)", b.nonpositive,
+                                abs ? "exact zeros" : "non-positive values"));
   if (b.nan) parts.push_back(fmt::format("{} NaN", b.nan));
   if (b.below + b.above) parts.push_back(fmt::format("{} outside the range", b.below + b.above));
   std::string o = fmt::format("{} tokens binned into {} log-spaced bins", b.total(), b.counts.size());
@@ -329,7 +347,8 @@ PlotOptions cdf_opts(const std::string& id, const std::string& title, bool abs, 
   PlotOptions o;
   o.id = id;
   o.title = title;
-  o.x = abs ? Axis{"|log ratio|", "nats", true, xr.lo, xr.hi} : Axis{"importance ratio r", "", true, xr.lo, xr.hi};
+  o.x = abs ? Axis{"|log ratio|", "nats", true, xr.lo, xr.hi}
+            : Axis{"importance ratio r", "", true, xr.lo, xr.hi};
   o.y = Axis{"fraction of tokens <= x", "", false, 0.0, 1.0};
   return o;
 }
@@ -363,7 +382,8 @@ std::string recipe_plots(const RunData& run, std::size_t ri, const PlotData& p, 
     Series s = cdf_series(*abs, opt.cdf_points, true);
     s.label = r.name;
     s.color = ri;
-    o += line_plot(cdf_opts("cdf-abs-log-ratio-" + sid, "CDF of |log ratio|: " + r.name, true, *p.abs_range), {s});
+    o += line_plot(cdf_opts("cdf-abs-log-ratio-" + sid, "CDF of |log ratio|: " + r.name, true, *p.abs_range),
+                   {s});
   } else {
     o += no_range_plot(hist_abs_opts("hist-abs-log-ratio-" + sid, "Histogram of |log ratio|: " + r.name),
                        "every |log ratio| is 0 or not finite");
@@ -377,7 +397,8 @@ std::string recipe_plots(const RunData& run, std::size_t ri, const PlotData& p, 
     Series s = cdf_series(*ratio, opt.cdf_points, true);
     s.label = r.name;
     s.color = ri;
-    o += line_plot(cdf_opts("cdf-ratio-" + sid, "CDF of the importance ratio: " + r.name, false, *p.r_range), {s});
+    o += line_plot(cdf_opts("cdf-ratio-" + sid, "CDF of the importance ratio: " + r.name, false, *p.r_range),
+                   {s});
   } else {
     o += no_range_plot(hist_r_opts("hist-ratio-" + sid, "Histogram of the importance ratio: " + r.name),
                        "every ratio is exactly 1 or not finite");
@@ -385,7 +406,8 @@ std::string recipe_plots(const RunData& run, std::size_t ri, const PlotData& p, 
   // KL per position
   const PositionCurve& kc = p.kl_curves[ri];
   Series ks{r.name, ri, kc.position, kc.mean, true};
-  o += line_plot(kl_opts("kl-position-" + sid, "Mean KL per response position: " + r.name, p, kc.bucket), {ks});
+  o += line_plot(kl_opts("kl-position-" + sid, "Mean KL per response position: " + r.name, p, kc.bucket),
+                 {ks});
   // Per-layer bars
   std::vector<BarSeries> bars;
   std::vector<std::string> order = {"rel_l2_gen_train", "rel_l2_gen_oracle", "rel_l2_train_oracle"};
@@ -397,9 +419,12 @@ std::string recipe_plots(const RunData& run, std::size_t ri, const PlotData& p, 
     auto it = r.layers.find(name);
     if (it == r.layers.end()) continue;
     std::string label = name;
-    if (name == "rel_l2_gen_train") label = "gen vs train";
-    else if (name == "rel_l2_gen_oracle") label = "gen vs oracle";
-    else if (name == "rel_l2_train_oracle") label = "train vs oracle";
+    if (name == "rel_l2_gen_train")
+      label = "gen vs train";
+    else if (name == "rel_l2_gen_oracle")
+      label = "gen vs oracle";
+    else if (name == "rel_l2_train_oracle")
+      label = "train vs oracle";
     bars.push_back({label, color++, it->second});
     L = std::max(L, it->second.size());
     for (double x : it->second) positive = positive && x > 0;
@@ -428,7 +453,8 @@ std::string comparison_plots(const RunData& run, const PlotData& p, const Report
     for (std::size_t i = 0; i < run.recipes.size(); ++i) {
       const auto* abs = token_metric(run.recipes[i], "abs_log_ratio");
       if (!abs) continue;
-      hs.push_back({run.recipes[i].name, i, bin_values(*abs, p.abs_range->lo, p.abs_range->hi, opt.hist_bins, true)});
+      hs.push_back(
+          {run.recipes[i].name, i, bin_values(*abs, p.abs_range->lo, p.abs_range->hi, opt.hist_bins, true)});
       Series s = cdf_series(*abs, opt.cdf_points, true);
       s.label = run.recipes[i].name;
       s.color = i;
@@ -437,7 +463,8 @@ std::string comparison_plots(const RunData& run, const PlotData& p, const Report
     PlotOptions h = hist_abs_opts("compare-hist-abs-log-ratio", "Histogram of |log ratio|, all recipes");
     h.note = "exact zeros are not shown on the log axis";
     o += histogram_plot(h, hs);
-    o += line_plot(cdf_opts("compare-cdf-abs-log-ratio", "CDF of |log ratio|, all recipes", true, *p.abs_range), cs);
+    o += line_plot(
+        cdf_opts("compare-cdf-abs-log-ratio", "CDF of |log ratio|, all recipes", true, *p.abs_range), cs);
   }
   if (p.r_range) {
     std::vector<Series> cs;
@@ -449,7 +476,8 @@ std::string comparison_plots(const RunData& run, const PlotData& p, const Report
       s.color = i;
       cs.push_back(std::move(s));
     }
-    o += line_plot(cdf_opts("compare-cdf-ratio", "CDF of the importance ratio, all recipes", false, *p.r_range), cs);
+    o += line_plot(
+        cdf_opts("compare-cdf-ratio", "CDF of the importance ratio, all recipes", false, *p.r_range), cs);
   }
   {
     std::vector<Series> ks;
@@ -458,7 +486,8 @@ std::string comparison_plots(const RunData& run, const PlotData& p, const Report
       ks.push_back({run.recipes[i].name, i, p.kl_curves[i].position, p.kl_curves[i].mean, true});
       bucket = std::max(bucket, p.kl_curves[i].bucket);
     }
-    o += line_plot(kl_opts("compare-kl-position", "Mean KL per response position, all recipes", p, bucket), ks);
+    o += line_plot(kl_opts("compare-kl-position", "Mean KL per response position, all recipes", p, bucket),
+                   ks);
   }
   {
     std::vector<BarSeries> bars;
@@ -490,8 +519,8 @@ std::string comparison_plots(const RunData& run, const PlotData& p, const Report
 // A numeric table cell: the value to 6 significant digits, its exact text in data-v (sorting,
 // tests); `col` names the column (data-col) when given.
 std::string num_td(double v, const std::string& col = "") {
-  return fmt::format(R"(<td class="num"{} data-v="{}">{}</td>)", col.empty() ? "" : " data-col=\"" + esc(col) + "\"", format_exact(v),
-                     format_sig(v, 6));
+  return fmt::format(R"(<td class="num"{} data-v="{}">{}</td>)",
+                     col.empty() ? "" : " data-col=\"" + esc(col) + "\"", format_exact(v), format_sig(v, 6));
 }
 
 // A table section (attribution, inspect): heading, notes, its bar charts, and the table (sortable;
@@ -505,17 +534,21 @@ std::string table_section_html(const TableSection& s) {
     for (const auto& c : s.charts) o += bar_chart(c.plot, c.categories, c.bars);
     o += "</div>\n";
   }
-  o += fmt::format(R"(<div class="scroll"><table class="data sortable" id="{}-table" data-section="{}"><thead><tr>)", esc(s.id), esc(s.id));
+  o += fmt::format(
+      R"(<div class="scroll"><table class="data sortable" id="{}-table" data-section="{}"><thead><tr>)",
+      esc(s.id), esc(s.id));
   for (std::size_t k = 0; k < s.headers.size(); ++k) {
     const bool numeric = !s.rows.empty() && k < s.rows[0].size() && s.rows[0][k].numeric;
-    o += fmt::format(R"(<th data-type="{}" data-col="{}">{}</th>)", numeric ? "num" : "str", esc(s.keys[k]), esc(s.headers[k]));
+    o += fmt::format(R"(<th data-type="{}" data-col="{}">{}</th>)", numeric ? "num" : "str", esc(s.keys[k]),
+                     esc(s.headers[k]));
   }
   o += "</tr></thead><tbody>\n";
   for (const auto& row : s.rows) {
     o += "<tr>";
     for (std::size_t k = 0; k < row.size() && k < s.keys.size(); ++k)
       o += row[k].numeric ? num_td(row[k].value, s.keys[k])
-                          : fmt::format(R"(<td data-col="{}" data-v="{}">{}</td>)", esc(s.keys[k]), esc(row[k].text), esc(row[k].text));
+                          : fmt::format(R"(<td data-col="{}" data-v="{}">{}</td>)", esc(s.keys[k]),
+                                        esc(row[k].text), esc(row[k].text));
     o += "</tr>\n";
   }
   o += "</tbody></table></div></div>\n";
@@ -526,8 +559,10 @@ std::string attribution_html(const RunData& run) {
   const auto sections = attribution_sections(run);
   if (sections.empty()) return {};
   std::string o = R"(<section id="attribution"><h2>Attribution</h2>)";
-  o += "<p class=\"note\">Extra replays of <code>replay --attribute</code> / <code>--kv-scales stale:DIR</code> over the same "
-       "tokens (the run file's /attribution tables, docs/inspect.md). Values are exact in each cell's data-v.</p>\n";
+  o += "<p class=\"note\">Extra replays of <code>replay --attribute</code> / <code>--kv-scales "
+       "stale:DIR</code> over the same "
+       "tokens (the run file's /attribution tables, docs/inspect.md). Values are exact in each cell's "
+       "data-v.</p>\n";
   for (const auto& s : sections) o += table_section_html(s);
   o += "</section>\n";
   return o;
@@ -535,8 +570,9 @@ std::string attribution_html(const RunData& run) {
 
 std::string inspect_html(const InspectResult& r, const std::string& path) {
   std::string o = R"(<section id="inspect"><h2>Checkpoint inspection</h2>)";
-  o += fmt::format(R"(<p class="note">Inspect file <code>{}</code> (<code>rlparity inspect</code>): checkpoint <code>{}</code>, hash <code>{}</code>.</p>)",
-                   esc(path), esc(r.checkpoint_path), esc(r.checkpoint_hash));
+  o += fmt::format(
+      R"(<p class="note">Inspect file <code>{}</code> (<code>rlparity inspect</code>): checkpoint <code>{}</code>, hash <code>{}</code>.</p>)",
+      esc(path), esc(r.checkpoint_path), esc(r.checkpoint_hash));
   o += "\n";
   for (const auto& s : inspect_sections(r)) o += table_section_html(s);
   o += "</section>\n";
@@ -560,7 +596,9 @@ std::string page_open(const std::string& title) {
 }
 
 std::string page_close() {
-  std::string o = fmt::format("<footer>Generated by rlparity {} report. Self-contained: no external resources.</footer>\n", esc(version()));
+  std::string o = fmt::format(
+      "<footer>Generated by rlparity {} report. Self-contained: no external resources.</footer>\n",
+      esc(version()));
   o += "</main>\n<script>";
   o += kJs;
   o += "</script>\n</body>\n</html>\n";
@@ -571,19 +609,27 @@ std::string worst_table(const RunData& run, const RecipeResult& r, const ReportO
   const auto rows = worst_tokens(run, r, opt.worst_tokens);
   const std::size_t n = token_metric(r, "log_ratio") ? token_metric(r, "log_ratio")->size() : 0;
   std::string o = fmt::format(R"(<h3>Worst tokens: {}</h3>)", esc(r.name));
-  o += fmt::format(R"(<p class="note">The {} response tokens with the largest |log ratio| (click a column header to sort).)", rows.size());
+  o += fmt::format(
+      R"(<p class="note">The {} response tokens with the largest |log ratio| (click a column header to sort).)",
+      rows.size());
   const std::size_t omitted = n - rows.size();
-  o += fmt::format(R"( <span class="omitted" data-omitted="{}">{} of {} tokens omitted.</span></p>)", omitted, omitted, n);
+  o += fmt::format(R"( <span class="omitted" data-omitted="{}">{} of {} tokens omitted.</span></p>)", omitted,
+                   omitted, n);
   o += "\n";
   o += fmt::format(R"(<table class="worst sortable" data-recipe="{}"><thead><tr>)", esc(r.name));
-  for (const auto& [h, t] : std::vector<std::pair<const char*, const char*>>{{"sequence id", "str"}, {"position", "num"}, {"token id", "num"},
-                                                                          {"logp_gen", "num"}, {"logp_train", "num"}, {"log ratio", "num"},
-                                                                          {"KL(gen || train)", "num"}})
+  for (const auto& [h, t] : std::vector<std::pair<const char*, const char*>>{{"sequence id", "str"},
+                                                                             {"position", "num"},
+                                                                             {"token id", "num"},
+                                                                             {"logp_gen", "num"},
+                                                                             {"logp_train", "num"},
+                                                                             {"log ratio", "num"},
+                                                                             {"KL(gen || train)", "num"}})
     o += fmt::format(R"(<th data-type="{}">{}</th>)", t, esc(h));
   o += "</tr></thead><tbody>\n";
   for (const auto& w : rows) {
-    o += fmt::format(R"(<tr><td data-v="{}">{}</td><td class="num" data-v="{}">{}</td><td class="num" data-v="{}">{}</td>)",
-                     esc(w.sequence_id), esc(w.sequence_id), w.position, w.position, w.token_id, w.token_id);
+    o += fmt::format(
+        R"(<tr><td data-v="{}">{}</td><td class="num" data-v="{}">{}</td><td class="num" data-v="{}">{}</td>)",
+        esc(w.sequence_id), esc(w.sequence_id), w.position, w.position, w.token_id, w.token_id);
     o += num_td(w.logp_gen) + num_td(w.logp_train) + num_td(w.log_ratio);
     o += std::isnan(w.kl) ? std::string(R"(<td class="num" data-v="nan">-</td>)") : num_td(w.kl);
     o += "</tr>\n";
@@ -643,7 +689,8 @@ PositionCurve per_position_mean(const RunData& run, const std::vector<double>& v
   PositionCurve c;
   const std::vector<int64_t> ro = response_offsets(run.seq_offsets, run.prompt_lengths);
   std::size_t maxlen = 0;
-  for (std::size_t s = 0; s + 1 < ro.size(); ++s) maxlen = std::max(maxlen, static_cast<std::size_t>(ro[s + 1] - ro[s]));
+  for (std::size_t s = 0; s + 1 < ro.size(); ++s)
+    maxlen = std::max(maxlen, static_cast<std::size_t>(ro[s + 1] - ro[s]));
   if (maxlen == 0 || ro.empty() || static_cast<std::size_t>(ro.back()) != v.size()) return c;
   if (max_points < 1) max_points = 1;
   c.bucket = (maxlen + max_points - 1) / max_points;
@@ -690,9 +737,11 @@ std::string render_html(const RunData& run, const ReportOptions& opt) {
   meta("checkpoint", run.checkpoint_path);
   meta("checkpoint hash", run.checkpoint_hash);
   std::string inputs_path;
-  if (run.extra.is_object() && run.extra.contains("inputs") && run.extra["inputs"].is_string()) inputs_path = run.extra["inputs"].get<std::string>();
-  meta("inputs", fmt::format("{}{} sequences, {} tokens ({} response tokens)", inputs_path.empty() ? "" : inputs_path + ": ",
-                             run.num_sequences(), run.token_ids.size(), ntok));
+  if (run.extra.is_object() && run.extra.contains("inputs") && run.extra["inputs"].is_string())
+    inputs_path = run.extra["inputs"].get<std::string>();
+  meta("inputs", fmt::format("{}{} sequences, {} tokens ({} response tokens)",
+                             inputs_path.empty() ? "" : inputs_path + ": ", run.num_sequences(),
+                             run.token_ids.size(), ntok));
   std::string recipes;
   for (const auto& r : run.recipes) recipes += fmt::format("{}{}", recipes.empty() ? "" : ", ", r.name);
   meta("recipes", recipes);
@@ -714,7 +763,8 @@ std::string render_html(const RunData& run, const ReportOptions& opt) {
   for (const auto& r : run.recipes) {
     std::vector<std::pair<std::string, std::string>> flat;
     flatten(r.settings, "", flat);
-    o += fmt::format(R"(<h3>{}</h3><table class="meta settings" data-recipe="{}"><tbody>)", esc(r.name), esc(r.name));
+    o += fmt::format(R"(<h3>{}</h3><table class="meta settings" data-recipe="{}"><tbody>)", esc(r.name),
+                     esc(r.name));
     for (const auto& [k, v] : flat) o += fmt::format("<tr><td>{}</td><td>{}</td></tr>", esc(k), esc(v));
     o += "</tbody></table>\n";
   }
@@ -724,7 +774,8 @@ std::string render_html(const RunData& run, const ReportOptions& opt) {
   if (!run.attribution.empty()) o += "<a href=\"#attribution\">attribution</a>";
   if (opt.inspect) o += "<a href=\"#inspect\">inspection</a>";
   o += "<a href=\"#compare\">side by side</a>";
-  for (const auto& r : run.recipes) o += fmt::format(R"(<a href="#recipe-{}">{}</a>)", slug(r.name), esc(r.name));
+  for (const auto& r : run.recipes)
+    o += fmt::format(R"(<a href="#recipe-{}">{}</a>)", slug(r.name), esc(r.name));
   o += "</nav></header>\n";
 
   // Summary.
@@ -732,10 +783,12 @@ std::string render_html(const RunData& run, const ReportOptions& opt) {
   if (opt.gate) {
     const std::size_t v = opt.gate->violations();
     o += fmt::format(R"(<p class="gate-result {}">Gate: {} of {} checks {}.</p>)", v == 0 ? "pass" : "fail",
-                     v == 0 ? opt.gate->checks.size() : v, opt.gate->checks.size(), v == 0 ? "pass" : "fail or are missing");
+                     v == 0 ? opt.gate->checks.size() : v, opt.gate->checks.size(),
+                     v == 0 ? "pass" : "fail or are missing");
     for (const auto& n : opt.gate->notes) o += fmt::format(R"(<p class="note">{}</p>)", esc(n));
   }
-  o += "<p class=\"note\">Values are the summary attributes of the run file, printed exactly (shortest text that reads back "
+  o += "<p class=\"note\">Values are the summary attributes of the run file, printed exactly (shortest text "
+       "that reads back "
        "to the same double). Definitions: docs/metrics.md.</p>\n";
   o += summary_table(run, headline_statistics(opt.gate), verdicts, "summary-table");
   std::set<std::string> all;
@@ -753,7 +806,8 @@ std::string render_html(const RunData& run, const ReportOptions& opt) {
   o += comparison_plots(run, pd, opt);
   for (std::size_t i = 0; i < run.recipes.size(); ++i) {
     const auto& r = run.recipes[i];
-    o += fmt::format(R"(<section class="recipe" id="recipe-{}" data-recipe="{}"><h2>Recipe {}</h2>)", slug(r.name), esc(r.name), esc(r.name));
+    o += fmt::format(R"(<section class="recipe" id="recipe-{}" data-recipe="{}"><h2>Recipe {}</h2>)",
+                     slug(r.name), esc(r.name), esc(r.name));
     o += "\n";
     o += recipe_plots(run, i, pd, opt);
     o += worst_table(run, r, opt);
@@ -766,14 +820,16 @@ std::string render_html(const RunData& run, const ReportOptions& opt) {
 std::string render_inspect_html(const InspectResult& r, const ReportOptions& opt) {
   std::string o = page_open("rlparity inspect report: " + opt.inspect_path);
   o += "<header><h1>rlparity checkpoint inspection</h1>\n<table class=\"meta\" id=\"run-meta\"><tbody>\n";
-  for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{{"inspect file", opt.inspect_path},
-                                                                             {"checkpoint", r.checkpoint_path},
-                                                                             {"checkpoint hash", r.checkpoint_hash},
-                                                                             {"model", dump_json(r.model_spec)},
-                                                                             {"tensors", std::to_string(r.tensors.size())},
-                                                                             {"recommendation", r.recommendation}})
+  for (const auto& [k, v] :
+       std::vector<std::pair<std::string, std::string>>{{"inspect file", opt.inspect_path},
+                                                        {"checkpoint", r.checkpoint_path},
+                                                        {"checkpoint hash", r.checkpoint_hash},
+                                                        {"model", dump_json(r.model_spec)},
+                                                        {"tensors", std::to_string(r.tensors.size())},
+                                                        {"recommendation", r.recommendation}})
     o += meta_row(k, v);
-  o += "</tbody></table>\n<nav><a href=\"#inspect-layers\">layers</a><a href=\"#inspect-tensors\">tensors</a></nav></header>\n";
+  o += "</tbody></table>\n<nav><a href=\"#inspect-layers\">layers</a><a "
+       "href=\"#inspect-tensors\">tensors</a></nav></header>\n";
   o += inspect_html(r, opt.inspect_path);
   o += page_close();
   return o;

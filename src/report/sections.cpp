@@ -61,7 +61,8 @@ std::size_t column_index(const TableSection& s, const std::string& key) {
 }
 
 // A bar chart of the given columns of `s` (one series each), categories = `label` of each row.
-void add_chart(TableSection& s, const std::string& title, const std::string& ylabel, const std::vector<std::string>& cats,
+void add_chart(TableSection& s, const std::string& title, const std::string& ylabel,
+               const std::vector<std::string>& cats,
                const std::vector<std::pair<std::string, std::string>>& series, std::size_t max_rows = 0) {
   TableSection::Chart c;
   c.plot.id = s.id + (s.charts.empty() ? "" : "-" + std::to_string(s.charts.size() + 1));
@@ -90,13 +91,16 @@ std::string fmt_num(const nlohmann::json& j, const char* key) {
 }
 
 std::string info_text(const nlohmann::json& info, const char* key) {
-  return info.is_object() && info.contains(key) && info[key].is_string() ? info[key].get<std::string>() : std::string("?");
+  return info.is_object() && info.contains(key) && info[key].is_string() ? info[key].get<std::string>()
+                                                                         : std::string("?");
 }
 
 }  // namespace
 
 TableCell num_cell(double v) { return TableCell{std::string(), v, true}; }
-TableCell text_cell(std::string s) { return TableCell{std::move(s), std::numeric_limits<double>::quiet_NaN(), false}; }
+TableCell text_cell(std::string s) {
+  return TableCell{std::move(s), std::numeric_limits<double>::quiet_NaN(), false};
+}
 
 int bar_chart_width(std::size_t n_bars) {
   return std::max(640, std::min(1300, static_cast<int>(std::min<std::size_t>(n_bars, 1000)) * 14 + 120));
@@ -127,26 +131,42 @@ std::string cell_text(const TableSection& s, std::size_t row, const std::string&
 
 const std::vector<AttributionSpec>& attribution_specs() {
   static const std::vector<AttributionSpec> specs = {
-      {"layers", "attribution-layers", "Layer attribution",
-       {{"rank", "rank"}, {"layer", "layer (fp8 alone)"}, {kAbs, "mean |log ratio|"}, {kKl, "mean KL(gen || train)"},
-        {"excess_mean_abs_log_ratio", "excess mean |log ratio|"}, {"excess_mean_kl_gen_train", "excess mean KL"}},
-       kAbs, "Divergence with only this layer fp8 (generation side), largest first",
+      {"layers",
+       "attribution-layers",
+       "Layer attribution",
+       {{"rank", "rank"},
+        {"layer", "layer (fp8 alone)"},
+        {kAbs, "mean |log ratio|"},
+        {kKl, "mean KL(gen || train)"},
+        {"excess_mean_abs_log_ratio", "excess mean |log ratio|"},
+        {"excess_mean_kl_gen_train", "excess mean KL"}},
+       kAbs,
+       "Divergence with only this layer fp8 (generation side), largest first",
        [](const TableSection& s, std::size_t r) { return "layer " + cell_text(s, r, "layer"); },
        {{kAbs, "mean |log ratio|"}, {"excess_mean_abs_log_ratio", "excess over no fp8 layer"}},
        [](const nlohmann::json& info) {
          const nlohmann::json base = info.value("baseline_no_fp8_layer", nlohmann::json());
          return fmt::format(
-             "Recipe {}: {}. Rows are the layers, largest mean |log ratio| first; excess = minus the baseline with no "
+             "Recipe {}: {}. Rows are the layers, largest mean |log ratio| first; excess = minus the "
+             "baseline with no "
              "fp8 layer (mean |log ratio| {}, mean KL {}), what the other kernel differences cost alone.",
              info_text(info, "recipe"), info_text(info, "method"), fmt_num(base, kAbs), fmt_num(base, kKl));
        }},
-      {"layer_candidates", "attribution-layer-candidates", "bf16 first/last layers: the recommendation, measured",
-       {{"bf16_first_layers", "--bf16-first-layers"}, {"bf16_last_layers", "--bf16-last-layers"}, {"bf16_layers", "bf16 layers"},
-        {kAbs, "mean |log ratio|"}, {kKl, "mean KL(gen || train)"}, {"removed_per_bf16_layer", "removed per bf16 layer"},
+      {"layer_candidates",
+       "attribution-layer-candidates",
+       "bf16 first/last layers: the recommendation, measured",
+       {{"bf16_first_layers", "--bf16-first-layers"},
+        {"bf16_last_layers", "--bf16-last-layers"},
+        {"bf16_layers", "bf16 layers"},
+        {kAbs, "mean |log ratio|"},
+        {kKl, "mean KL(gen || train)"},
+        {"removed_per_bf16_layer", "removed per bf16 layer"},
         {"recommended", "recommended (1)"}},
-       kAbs, "Divergence left by each bf16 first/last choice (full recipe), largest first",
+       kAbs,
+       "Divergence left by each bf16 first/last choice (full recipe), largest first",
        [](const TableSection& s, std::size_t r) {
-         return fmt::format("F={} K={}", cell_text(s, r, "bf16_first_layers"), cell_text(s, r, "bf16_last_layers"));
+         return fmt::format("F={} K={}", cell_text(s, r, "bf16_first_layers"),
+                            cell_text(s, r, "bf16_last_layers"));
        },
        {{kAbs, "mean |log ratio|"}},
        [](const nlohmann::json& info) {
@@ -154,37 +174,58 @@ const std::vector<AttributionSpec>& attribution_specs() {
          const nlohmann::json full = info.value("full_recipe", nlohmann::json());
          if (!rec.is_object()) return std::string("No recommendation recorded.");
          return fmt::format(
-             "Recommended: {} ({} bf16 layer(s)): it leaves mean |log ratio| {} and mean KL {}, against {} and {} with "
+             "Recommended: {} ({} bf16 layer(s)): it leaves mean |log ratio| {} and mean KL {}, against {} "
+             "and {} with "
              "every layer fp8 (the full {} recipe). Criterion: {}.",
-             rec.value("flags", std::string("?")), rec.value("bf16_first_layers", 0) + rec.value("bf16_last_layers", 0),
-             fmt_num(rec, kAbs), fmt_num(rec, kKl), fmt_num(full, kAbs), fmt_num(full, kKl), info_text(info, "recipe"),
+             rec.value("flags", std::string("?")),
+             rec.value("bf16_first_layers", 0) + rec.value("bf16_last_layers", 0), fmt_num(rec, kAbs),
+             fmt_num(rec, kKl), fmt_num(full, kAbs), fmt_num(full, kKl), info_text(info, "recipe"),
              info_text(info, "criterion"));
        }},
-      {"knobs", "attribution-knobs", "Knob attribution",
-       {{"rank", "rank"}, {"knob", "knob"}, {"gen_value", "generation value"}, {"train_value", "training value"},
-        {kAbs, "mean |log ratio|"}, {kKl, "mean KL(gen || train)"}},
-       kAbs, "Divergence with only this knob different between the paths, largest first",
-       [](const TableSection& s, std::size_t r) { return cell_text(s, r, "knob"); }, {{kAbs, "mean |log ratio|"}},
+      {"knobs",
+       "attribution-knobs",
+       "Knob attribution",
+       {{"rank", "rank"},
+        {"knob", "knob"},
+        {"gen_value", "generation value"},
+        {"train_value", "training value"},
+        {kAbs, "mean |log ratio|"},
+        {kKl, "mean KL(gen || train)"}},
+       kAbs,
+       "Divergence with only this knob different between the paths, largest first",
+       [](const TableSection& s, std::size_t r) { return cell_text(s, r, "knob"); },
+       {{kAbs, "mean |log ratio|"}},
        [](const nlohmann::json& info) {
          return fmt::format(
-             "Recipe {}: {}. Aligned (no knob different): mean |log ratio| {}; every knob at its generation value (the "
+             "Recipe {}: {}. Aligned (no knob different): mean |log ratio| {}; every knob at its generation "
+             "value (the "
              "recipe): {}. Knobs interact, so the single-knob numbers need not add up.",
-             info_text(info, "recipe"), info_text(info, "method"), fmt_num(info.value("aligned", nlohmann::json()), kAbs),
+             info_text(info, "recipe"), info_text(info, "method"),
+             fmt_num(info.value("aligned", nlohmann::json()), kAbs),
              fmt_num(info.value("all_knobs", nlohmann::json()), kAbs));
        }},
-      {"kv_scales", "attribution-kv-scales", "Stale KV-cache scales",
-       {{"recipe", "recipe"}, {"mean_abs_log_ratio_recalibrated", "mean |log ratio| recalibrated"},
-        {"mean_abs_log_ratio_stale", "mean |log ratio| stale"}, {"mean_abs_log_ratio_added", "mean |log ratio| added"},
-        {"mean_kl_gen_train_recalibrated", "mean KL recalibrated"}, {"mean_kl_gen_train_stale", "mean KL stale"},
+      {"kv_scales",
+       "attribution-kv-scales",
+       "Stale KV-cache scales",
+       {{"recipe", "recipe"},
+        {"mean_abs_log_ratio_recalibrated", "mean |log ratio| recalibrated"},
+        {"mean_abs_log_ratio_stale", "mean |log ratio| stale"},
+        {"mean_abs_log_ratio_added", "mean |log ratio| added"},
+        {"mean_kl_gen_train_recalibrated", "mean KL recalibrated"},
+        {"mean_kl_gen_train_stale", "mean KL stale"},
         {"mean_kl_gen_train_added", "mean KL added"}},
-       "mean_abs_log_ratio_added", "Divergence added by stale KV scales, largest first",
+       "mean_abs_log_ratio_added",
+       "Divergence added by stale KV scales, largest first",
        [](const TableSection& s, std::size_t r) { return cell_text(s, r, "recipe"); },
-       {{"mean_abs_log_ratio_added", "added"}, {"mean_abs_log_ratio_recalibrated", "recalibrated"},
+       {{"mean_abs_log_ratio_added", "added"},
+        {"mean_abs_log_ratio_recalibrated", "recalibrated"},
         {"mean_abs_log_ratio_stale", "stale"}},
        [](const nlohmann::json& info) {
          return fmt::format(
-             "fp8 KV-cache scales calibrated on {} (stale) against scales recalibrated on the replayed checkpoint ({} "
-             "method); added = stale - recalibrated, the divergence that skipping recalibration adds. Largest added "
+             "fp8 KV-cache scales calibrated on {} (stale) against scales recalibrated on the replayed "
+             "checkpoint ({} "
+             "method); added = stale - recalibrated, the divergence that skipping recalibration adds. "
+             "Largest added "
              "first.",
              info_text(info, "stale_dir"), info_text(info, "method"));
        }},
@@ -221,7 +262,8 @@ std::vector<TableSection> inspect_sections(const InspectResult& r, std::size_t m
     s.id = "inspect-tensors";
     s.title = "Per-tensor FP8 quantization (worst SNR first)";
     s.notes.push_back(fmt::format(
-        "{} tensors of {} (hash {}), 128x128 blocks. SNR = 10 log10(sum x^2 / sum (x - deq)^2) per scale convention "
+        "{} tensors of {} (hash {}), 128x128 blocks. SNR = 10 log10(sum x^2 / sum (x - deq)^2) per scale "
+        "convention "
         "with fp32 and power-of-2 scales; the max columns are over the 8 convention x scale combinations. "
         "Definitions: docs/inspect.md.",
         r.tensors.size(), r.checkpoint_path, r.checkpoint_hash));
@@ -237,8 +279,8 @@ std::vector<TableSection> inspect_sections(const InspectResult& r, std::size_t m
     for (const char* k : {"worst_snr_db", "max_rel_fro_err", "max_saturated", "max_clipped", "max_flushed",
                           "max_nonfinite", "max_blocks_differ_frac"})
       s.keys.push_back(k);
-    for (const char* h : {"worst SNR dB", "max rel. error", "max saturated", "max clipped", "max flushed", "max nonfinite",
-                          "max blocks differ"})
+    for (const char* h : {"worst SNR dB", "max rel. error", "max saturated", "max clipped", "max flushed",
+                          "max nonfinite", "max blocks differ"})
       s.headers.push_back(h);
     std::vector<double> worst;
     for (const auto& t : r.tensors) worst.push_back(t.worst_snr_db());
@@ -252,9 +294,10 @@ std::vector<TableSection> inspect_sections(const InspectResult& r, std::size_t m
     std::vector<std::string> cats;
     for (std::size_t i : order) {
       const auto& t = r.tensors[i];
-      std::vector<TableCell> row = {text_cell(t.name), num_cell(t.layer), text_cell(t.proj),
-                                    text_cell(fmt::format("{}x{}", t.rows, t.cols)), num_cell(t.amax_min),
-                                    num_cell(t.amax_median), num_cell(t.amax_max)};
+      std::vector<TableCell> row = {text_cell(t.name),    num_cell(t.layer),
+                                    text_cell(t.proj),    text_cell(fmt::format("{}x{}", t.rows, t.cols)),
+                                    num_cell(t.amax_min), num_cell(t.amax_median),
+                                    num_cell(t.amax_max)};
       double rel = 0, sat = 0, clip = 0, flush = 0, nonfin = 0, differ = 0;
       for (const bool pow2 : {false, true})
         for (const auto c : convs) {
@@ -275,8 +318,11 @@ std::vector<TableSection> inspect_sections(const InspectResult& r, std::size_t m
     for (const bool pow2 : {false, true}) {
       std::vector<std::pair<std::string, std::string>> series;
       for (const auto c : convs)
-        series.emplace_back(std::string(convention_name(c)) + (pow2 ? "_pow2" : "_fp32") + "_snr_db", convention_name(c));
-      add_chart(s, fmt::format("Quantization SNR per tensor and convention, {} scales (worst tensor first)", pow2 ? "power-of-2" : "fp32"),
+        series.emplace_back(std::string(convention_name(c)) + (pow2 ? "_pow2" : "_fp32") + "_snr_db",
+                            convention_name(c));
+      add_chart(s,
+                fmt::format("Quantization SNR per tensor and convention, {} scales (worst tensor first)",
+                            pow2 ? "power-of-2" : "fp32"),
                 "SNR (dB)", cats, series, max_chart_tensors);
     }
     out.push_back(std::move(s));

@@ -21,8 +21,8 @@ struct TableCell {
 };
 
 struct TableSection {
-  std::string id;     // element id in HTML ("attribution-layers"), data-plot id of the chart
-  std::string title;  // heading
+  std::string id;                  // element id in HTML ("attribution-layers"), data-plot id of the chart
+  std::string title;               // heading
   std::vector<std::string> notes;  // paragraphs of plain text under the heading
   std::vector<std::string> keys;   // per column: the HDF5 name of the value (data-col in HTML)
   std::vector<std::string> headers;

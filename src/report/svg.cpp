@@ -17,10 +17,14 @@ namespace {
 std::size_t utf8_len(const std::string& s, std::size_t i) {
   const auto c = static_cast<unsigned char>(s[i]);
   std::size_t n = 0;
-  if (c >= 0xC2 && c <= 0xDF) n = 2;
-  else if (c >= 0xE0 && c <= 0xEF) n = 3;
-  else if (c >= 0xF0 && c <= 0xF4) n = 4;
-  else return 0;
+  if (c >= 0xC2 && c <= 0xDF)
+    n = 2;
+  else if (c >= 0xE0 && c <= 0xEF)
+    n = 3;
+  else if (c >= 0xF0 && c <= 0xF4)
+    n = 4;
+  else
+    return 0;
   if (i + n > s.size()) return 0;
   for (std::size_t k = 1; k < n; ++k)
     if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return 0;
@@ -107,21 +111,26 @@ Canvas open_plot(const PlotOptions& opt, const std::vector<std::pair<std::string
   if (!legend.empty()) top = ly + 10;
   c.f = Frame{72, W - 18, top + 8, H - 46, xr.lo, xr.hi, yr.lo, yr.hi, opt.x.log, opt.y.log};
   auto& o = c.out;
-  o += fmt::format(R"(<svg class="plot" data-plot="{}" width="{}" height="{}" viewBox="0 0 {} {}" role="img" aria-label="{}">)",
-                   xml_escape(opt.id), opt.width, opt.height, opt.width, opt.height, xml_escape(opt.title));
+  o += fmt::format(
+      R"(<svg class="plot" data-plot="{}" width="{}" height="{}" viewBox="0 0 {} {}" role="img" aria-label="{}">)",
+      xml_escape(opt.id), opt.width, opt.height, opt.width, opt.height, xml_escape(opt.title));
   o += "\n";
   o += fmt::format(R"(<rect class="bg" x="0" y="0" width="{}" height="{}"/>)", opt.width, opt.height);
   o += fmt::format(R"(<text class="title" x="72" y="16">{}</text>)", xml_escape(opt.title));
-  if (!opt.note.empty()) o += fmt::format(R"(<text class="note" x="72" y="{}">{}</text>)", px(note_y), xml_escape(opt.note));
+  if (!opt.note.empty())
+    o += fmt::format(R"(<text class="note" x="72" y="{}">{}</text>)", px(note_y), xml_escape(opt.note));
   for (std::size_t i = 0; i < legend.size(); ++i) {
     const auto& [label, color] = legend[i];
     const auto& col = palette_color(color);
     if (legend_as_boxes)
-      o += fmt::format(R"(<rect class="key" x="{}" y="{}" width="14" height="9" fill="{}"/>)", px(pos[i][0]), px(pos[i][1] - 8), col);
+      o += fmt::format(R"(<rect class="key" x="{}" y="{}" width="14" height="9" fill="{}"/>)", px(pos[i][0]),
+                       px(pos[i][1] - 8), col);
     else
-      o += fmt::format(R"(<line class="key" x1="{}" y1="{}" x2="{}" y2="{}" stroke="{}" stroke-width="2.5"/>)", px(pos[i][0]),
-                       px(pos[i][1] - 4), px(pos[i][0] + 16), px(pos[i][1] - 4), col);
-    o += fmt::format(R"(<text class="legend" x="{}" y="{}">{}</text>)", px(pos[i][0] + 20), px(pos[i][1]), xml_escape(label));
+      o +=
+          fmt::format(R"(<line class="key" x1="{}" y1="{}" x2="{}" y2="{}" stroke="{}" stroke-width="2.5"/>)",
+                      px(pos[i][0]), px(pos[i][1] - 4), px(pos[i][0] + 16), px(pos[i][1] - 4), col);
+    o += fmt::format(R"(<text class="legend" x="{}" y="{}">{}</text>)", px(pos[i][0] + 20), px(pos[i][1]),
+                     xml_escape(label));
   }
   o += "\n";
   return c;
@@ -133,29 +142,36 @@ void draw_axes(Canvas& c, const PlotOptions& opt, bool x_ticks = true) {
   o += "<g class=\"axes\">";
   for (double t : axis_ticks(f.ylo, f.yhi, f.ylog)) {
     const double y = f.Y(t);
-    o += fmt::format(R"(<line class="grid" x1="{}" y1="{}" x2="{}" y2="{}"/>)", px(f.x0), px(y), px(f.x1), px(y));
-    o += fmt::format(R"(<text class="tick" x="{}" y="{}" text-anchor="end">{}</text>)", px(f.x0 - 5), px(y + 3.5), format_sig(t, 3));
+    o += fmt::format(R"(<line class="grid" x1="{}" y1="{}" x2="{}" y2="{}"/>)", px(f.x0), px(y), px(f.x1),
+                     px(y));
+    o += fmt::format(R"(<text class="tick" x="{}" y="{}" text-anchor="end">{}</text>)", px(f.x0 - 5),
+                     px(y + 3.5), format_sig(t, 3));
   }
   if (x_ticks) {
     for (double t : axis_ticks(f.xlo, f.xhi, f.xlog)) {
       const double x = f.X(t);
-      o += fmt::format(R"(<line class="tickmark" x1="{}" y1="{}" x2="{}" y2="{}"/>)", px(x), px(f.y1), px(x), px(f.y1 + 4));
-      o += fmt::format(R"(<text class="tick" x="{}" y="{}" text-anchor="middle">{}</text>)", px(x), px(f.y1 + 15), format_sig(t, 3));
+      o += fmt::format(R"(<line class="tickmark" x1="{}" y1="{}" x2="{}" y2="{}"/>)", px(x), px(f.y1), px(x),
+                       px(f.y1 + 4));
+      o += fmt::format(R"(<text class="tick" x="{}" y="{}" text-anchor="middle">{}</text>)", px(x),
+                       px(f.y1 + 15), format_sig(t, 3));
     }
   }
-  o += fmt::format(R"(<line class="axis" x1="{}" y1="{}" x2="{}" y2="{}"/>)", px(f.x0), px(f.y1), px(f.x1), px(f.y1));
-  o += fmt::format(R"(<line class="axis" x1="{}" y1="{}" x2="{}" y2="{}"/>)", px(f.x0), px(f.y0), px(f.x0), px(f.y1));
-  o += fmt::format(R"(<text class="axis-label" x="{}" y="{}" text-anchor="middle">{}</text>)", px((f.x0 + f.x1) / 2),
-                   px(f.y1 + 36), xml_escape(axis_title(opt.x)));
-  o += fmt::format(R"svg(<text class="axis-label" x="0" y="0" text-anchor="middle" transform="translate(14 {}) rotate(-90)">{}</text>)svg",
-                   px((f.y0 + f.y1) / 2), xml_escape(axis_title(opt.y)));
+  o += fmt::format(R"(<line class="axis" x1="{}" y1="{}" x2="{}" y2="{}"/>)", px(f.x0), px(f.y1), px(f.x1),
+                   px(f.y1));
+  o += fmt::format(R"(<line class="axis" x1="{}" y1="{}" x2="{}" y2="{}"/>)", px(f.x0), px(f.y0), px(f.x0),
+                   px(f.y1));
+  o += fmt::format(R"(<text class="axis-label" x="{}" y="{}" text-anchor="middle">{}</text>)",
+                   px((f.x0 + f.x1) / 2), px(f.y1 + 36), xml_escape(axis_title(opt.x)));
+  o += fmt::format(
+      R"svg(<text class="axis-label" x="0" y="0" text-anchor="middle" transform="translate(14 {}) rotate(-90)">{}</text>)svg",
+      px((f.y0 + f.y1) / 2), xml_escape(axis_title(opt.y)));
   o += "</g>\n";
 }
 
 std::string no_data_plot(const PlotOptions& opt, const std::string& why) {
   Canvas c = open_plot(opt, {}, {0, 1}, {0, 1}, false);
-  c.out += fmt::format(R"(<text class="nodata" x="{}" y="{}" text-anchor="middle">{}</text>)", opt.width / 2, opt.height / 2,
-                       xml_escape(why));
+  c.out += fmt::format(R"(<text class="nodata" x="{}" y="{}" text-anchor="middle">{}</text>)", opt.width / 2,
+                       opt.height / 2, xml_escape(why));
   c.out += "</svg>\n";
   return c.out;
 }
@@ -164,7 +180,8 @@ Range resolve(const Axis& a, std::optional<Range> data) {
   Range r = data.value_or(Range{a.log ? 1.0 : 0.0, a.log ? 10.0 : 1.0});
   if (a.min) r.lo = *a.min;
   if (a.max) r.hi = *a.max;
-  if (a.log && (r.lo <= 0 || r.hi <= r.lo)) r = finish_range(r.lo > 0 ? r.lo : 1e-12, std::max(r.hi, r.lo > 0 ? r.lo * 10 : 1.0), true);
+  if (a.log && (r.lo <= 0 || r.hi <= r.lo))
+    r = finish_range(r.lo > 0 ? r.lo : 1e-12, std::max(r.hi, r.lo > 0 ? r.lo * 10 : 1.0), true);
   if (!a.log && r.hi <= r.lo) r = finish_range(r.lo, r.hi, false);
   return r;
 }
@@ -188,14 +205,26 @@ std::string xml_escape(const std::string& s) {
       continue;
     }
     switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      case '\'': o += "&#39;"; break;
+      case '&':
+        o += "&amp;";
+        break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      case '\'':
+        o += "&#39;";
+        break;
       default:
-        if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') o += '?';
-        else o += static_cast<char>(c);
+        if (c < 0x20 && c != '\t' && c != '\n' && c != '\r')
+          o += '?';
+        else
+          o += static_cast<char>(c);
     }
     ++i;
   }
@@ -282,8 +311,10 @@ Bins bin_values(const std::vector<double>& values, double lo, double hi, int nbi
     k = std::clamp<std::ptrdiff_t>(k, 0, static_cast<std::ptrdiff_t>(n) - 1);
     // Correct rounding at the edges so bin k holds edges[k] <= v < edges[k+1].
     auto ku = static_cast<std::size_t>(k);
-    if (ku > 0 && v < b.edges[ku]) --ku;
-    else if (ku + 1 < n && v >= b.edges[ku + 1]) ++ku;
+    if (ku > 0 && v < b.edges[ku])
+      --ku;
+    else if (ku + 1 < n && v >= b.edges[ku + 1])
+      ++ku;
     b.counts[ku] += 1;
   }
   return b;
@@ -382,15 +413,20 @@ std::string line_plot(const PlotOptions& opt, const std::vector<Series>& series)
         continue;
       }
       const double X = f.X(s.x[i]), Y = f.Y(s.y[i]);
-      if (!pen) d += fmt::format(" M{} {}", px(X), px(Y));
-      else if (s.step) d += fmt::format(" V{}", px(Y));
-      else d += fmt::format(" L{} {}", px(X), px(Y));
-      if (s.step && i + 1 < n && f.x_ok(s.x[i + 1]) && f.y_ok(s.y[i + 1])) d += fmt::format(" H{}", px(f.X(s.x[i + 1])));
+      if (!pen)
+        d += fmt::format(" M{} {}", px(X), px(Y));
+      else if (s.step)
+        d += fmt::format(" V{}", px(Y));
+      else
+        d += fmt::format(" L{} {}", px(X), px(Y));
+      if (s.step && i + 1 < n && f.x_ok(s.x[i + 1]) && f.y_ok(s.y[i + 1]))
+        d += fmt::format(" H{}", px(f.X(s.x[i + 1])));
       pen = true;
     }
     if (!d.empty()) d.erase(0, 1);
-    c.out += fmt::format(R"(<path class="series" data-series="{}" d="{}" fill="none" stroke="{}" stroke-width="1.8"/>)",
-                         xml_escape(s.label), d, palette_color(s.color));
+    c.out += fmt::format(
+        R"(<path class="series" data-series="{}" d="{}" fill="none" stroke="{}" stroke-width="1.8"/>)",
+        xml_escape(s.label), d, palette_color(s.color));
   }
   c.out += "</g>\n</svg>\n";
   return c.out;
@@ -403,7 +439,8 @@ std::string histogram_plot(const PlotOptions& opt, const std::vector<HistSeries>
   for (const auto& s : series)
     for (double c : s.bins.counts) maxc = std::max(maxc, c);
   if (maxc <= 0) return no_data_plot(opt, "no data in range");
-  Range yr = opt.y.log ? Range{0.5, std::pow(10.0, std::ceil(std::log10(maxc * 1.5)))} : Range{0, maxc * 1.08};
+  Range yr =
+      opt.y.log ? Range{0.5, std::pow(10.0, std::ceil(std::log10(maxc * 1.5)))} : Range{0, maxc * 1.08};
   if (opt.y.max) yr.hi = *opt.y.max;
   std::vector<std::pair<std::string, std::size_t>> legend;
   for (const auto& s : series) legend.emplace_back(s.label, s.color);
@@ -420,9 +457,10 @@ std::string histogram_plot(const PlotOptions& opt, const std::vector<HistSeries>
       const double cnt = s.bins.counts[i];
       if (cnt <= 0) continue;
       const double xa = f.X(s.bins.edges[i]), xb = f.X(s.bins.edges[i + 1]), y = ypix(cnt);
-      c.out += fmt::format(R"(<rect x="{}" y="{}" width="{}" height="{}"><title>[{}, {}): {}</title></rect>)", px(xa), px(y),
-                           px(std::max(0.5, xb - xa - 0.6)), px(std::max(0.8, base - y)), format_sig(s.bins.edges[i], 4),
-                           format_sig(s.bins.edges[i + 1], 4), format_sig(cnt, 12));
+      c.out += fmt::format(R"(<rect x="{}" y="{}" width="{}" height="{}"><title>[{}, {}): {}</title></rect>)",
+                           px(xa), px(y), px(std::max(0.5, xb - xa - 0.6)), px(std::max(0.8, base - y)),
+                           format_sig(s.bins.edges[i], 4), format_sig(s.bins.edges[i + 1], 4),
+                           format_sig(cnt, 12));
     }
     c.out += "</g>";
   } else {
@@ -433,15 +471,17 @@ std::string histogram_plot(const PlotOptions& opt, const std::vector<HistSeries>
         d += fmt::format(" V{} H{}", px(y), px(f.X(s.bins.edges[i + 1])));
       }
       d += fmt::format(" V{}", px(base));
-      c.out += fmt::format(R"(<path class="series" data-series="{}" d="{}" fill="{}" fill-opacity="0.08" stroke="{}" stroke-width="1.6"/>)",
-                           xml_escape(s.label), d, palette_color(s.color), palette_color(s.color));
+      c.out += fmt::format(
+          R"(<path class="series" data-series="{}" d="{}" fill="{}" fill-opacity="0.08" stroke="{}" stroke-width="1.6"/>)",
+          xml_escape(s.label), d, palette_color(s.color), palette_color(s.color));
     }
   }
   c.out += "</g>\n</svg>\n";
   return c.out;
 }
 
-std::string bar_chart(const PlotOptions& opt, const std::vector<std::string>& categories, const std::vector<BarSeries>& series) {
+std::string bar_chart(const PlotOptions& opt, const std::vector<std::string>& categories,
+                      const std::vector<BarSeries>& series) {
   std::vector<const std::vector<double>*> ys;
   for (const auto& s : series) ys.push_back(&s.values);
   auto yd = data_range(ys, opt.y.log);
@@ -463,7 +503,8 @@ std::string bar_chart(const PlotOptions& opt, const std::vector<std::string>& ca
   c.out += "<g class=\"axes\">";
   for (std::size_t k = 0; k < categories.size(); k += every)
     c.out += fmt::format(R"(<text class="tick" x="{}" y="{}" text-anchor="middle">{}</text>)",
-                         px(f.x0 + band * (static_cast<double>(k) + 0.5)), px(f.y1 + 15), xml_escape(categories[k]));
+                         px(f.x0 + band * (static_cast<double>(k) + 0.5)), px(f.y1 + 15),
+                         xml_escape(categories[k]));
   c.out += "</g>\n<g class=\"data\">";
   const double base = f.ylog ? f.y1 : f.Y(std::max(0.0, yr.lo));
   for (std::size_t j = 0; j < series.size(); ++j) {
@@ -472,11 +513,13 @@ std::string bar_chart(const PlotOptions& opt, const std::vector<std::string>& ca
     for (std::size_t k = 0; k < categories.size() && k < s.values.size(); ++k) {
       const double v = s.values[k];
       if (!f.y_ok(v)) continue;
-      const double x = f.x0 + band * static_cast<double>(k) + (band - inner) / 2 + bw * static_cast<double>(j);
+      const double x =
+          f.x0 + band * static_cast<double>(k) + (band - inner) / 2 + bw * static_cast<double>(j);
       const double y = f.Y(v);
       const double top = std::min(y, base), h = std::max(0.8, std::abs(base - y));
-      c.out += fmt::format(R"(<rect x="{}" y="{}" width="{}" height="{}"><title>{} {}: {}</title></rect>)", px(x), px(top),
-                           px(std::max(0.5, bw - 0.6)), px(h), xml_escape(s.label), xml_escape(categories[k]), format_exact(v));
+      c.out += fmt::format(R"(<rect x="{}" y="{}" width="{}" height="{}"><title>{} {}: {}</title></rect>)",
+                           px(x), px(top), px(std::max(0.5, bw - 0.6)), px(h), xml_escape(s.label),
+                           xml_escape(categories[k]), format_exact(v));
     }
     c.out += "</g>";
   }

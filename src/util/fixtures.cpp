@@ -24,7 +24,8 @@ std::string fixtures_dir() {
   candidates.emplace_back(RLPARITY_SOURCE_FIXTURES);  // the source tree this binary was built from
   std::string searched;
   for (const auto& c : candidates) {
-    if (fs::exists(c / "models" / "stories260K" / "config.json", ec)) return fs::weakly_canonical(c, ec).string();
+    if (fs::exists(c / "models" / "stories260K" / "config.json", ec))
+      return fs::weakly_canonical(c, ec).string();
     searched += "\n  " + c.string();
   }
   RLP_THROW_INPUT("bundled fixtures not found (set RLPARITY_FIXTURES); searched:{}", searched);

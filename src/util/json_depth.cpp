@@ -9,9 +9,12 @@ std::size_t json_nesting_depth(std::string_view text) {
   bool in_string = false, escaped = false;
   for (const char c : text) {
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {
@@ -25,7 +28,8 @@ std::size_t json_nesting_depth(std::string_view text) {
 
 void check_json_depth(std::string_view text, const std::string& where) {
   if (json_nesting_depth(text) > kMaxJsonDepth)
-    RLP_THROW_INPUT("{}: JSON is nested deeper than {} levels (not a valid input of this kind)", where, kMaxJsonDepth);
+    RLP_THROW_INPUT("{}: JSON is nested deeper than {} levels (not a valid input of this kind)", where,
+                    kMaxJsonDepth);
 }
 
 }  // namespace rlp

@@ -31,7 +31,8 @@ struct Shell {
 // Runs a shell command with stdout and stderr captured into files in `dir`.
 Shell sh(const std::string& cmd, const rlp_test::TempDir& dir, const std::string& tag) {
   const std::string out = dir / (tag + ".stdout"), err = dir / (tag + ".stderr");
-  const std::string full = "timeout 120 " + cmd + " >" + rlp_test::shell_quote(out) + " 2>" + rlp_test::shell_quote(err);
+  const std::string full =
+      "timeout 120 " + cmd + " >" + rlp_test::shell_quote(out) + " 2>" + rlp_test::shell_quote(err);
   Shell r;
   const int st = std::system(full.c_str());
   r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
@@ -41,14 +42,17 @@ Shell sh(const std::string& cmd, const rlp_test::TempDir& dir, const std::string
 }
 
 // Headless chromium with a fresh profile; `mode`: "--dump-dom" and/or "--screenshot=PATH".
-Shell chromium(const std::string& mode, const std::string& url, const rlp_test::TempDir& dir, const std::string& tag) {
+Shell chromium(const std::string& mode, const std::string& url, const rlp_test::TempDir& dir,
+               const std::string& tag) {
   const std::string profile = dir / (tag + "-profile");
   fs::create_directories(profile);
-  std::string cmd = std::string(kChromium) +
-                    " --headless --no-sandbox --disable-gpu --disable-background-networking --disable-component-update"
-                    " --disable-sync --no-first-run --disable-default-apps --mute-audio --hide-scrollbars"
-                    " --user-data-dir=" + rlp_test::shell_quote(profile) +
-                    " --enable-logging=stderr --v=0 --window-size=1400,3000 " + mode + " " + rlp_test::shell_quote(url);
+  std::string cmd =
+      std::string(kChromium) +
+      " --headless --no-sandbox --disable-gpu --disable-background-networking --disable-component-update"
+      " --disable-sync --no-first-run --disable-default-apps --mute-audio --hide-scrollbars"
+      " --user-data-dir=" +
+      rlp_test::shell_quote(profile) + " --enable-logging=stderr --v=0 --window-size=1400,3000 " + mode +
+      " " + rlp_test::shell_quote(url);
   return sh(cmd, dir, tag);
 }
 
@@ -72,7 +76,8 @@ struct Image {
 };
 
 uint32_t be32(const std::string& s, std::size_t i) {
-  return (uint32_t(uint8_t(s[i])) << 24) | (uint32_t(uint8_t(s[i + 1])) << 16) | (uint32_t(uint8_t(s[i + 2])) << 8) | uint8_t(s[i + 3]);
+  return (uint32_t(uint8_t(s[i])) << 24) | (uint32_t(uint8_t(s[i + 1])) << 16) |
+         (uint32_t(uint8_t(s[i + 2])) << 8) | uint8_t(s[i + 3]);
 }
 
 bool decode_png(const std::string& data, Image& img, std::string& why) {
@@ -94,11 +99,14 @@ bool decode_png(const std::string& data, Image& img, std::string& why) {
     }
     i += 12 + len;
   }
-  if (depth != 8 || (ctype != 2 && ctype != 6) || interlace != 0) return why = "unsupported PNG format", false;
+  if (depth != 8 || (ctype != 2 && ctype != 6) || interlace != 0)
+    return why = "unsupported PNG format", false;
   const std::size_t bpp = ctype == 6 ? 4 : 3, stride = img.width * bpp;
   std::vector<uint8_t> raw((stride + 1) * img.height);
   uLongf n = static_cast<uLongf>(raw.size());
-  if (uncompress(raw.data(), &n, reinterpret_cast<const Bytef*>(idat.data()), static_cast<uLong>(idat.size())) != Z_OK || n != raw.size())
+  if (uncompress(raw.data(), &n, reinterpret_cast<const Bytef*>(idat.data()),
+                 static_cast<uLong>(idat.size())) != Z_OK ||
+      n != raw.size())
     return why = "inflate failed", false;
   std::vector<uint8_t> prev(stride, 0), cur(stride);
   img.px.resize(std::size_t(img.width) * img.height);
@@ -109,20 +117,30 @@ bool decode_png(const std::string& data, Image& img, std::string& why) {
       const int a = x >= bpp ? cur[x - bpp] : 0, b = prev[x], c = x >= bpp ? prev[x - bpp] : 0;
       int p = 0;
       switch (f) {
-        case 0: p = 0; break;
-        case 1: p = a; break;
-        case 2: p = b; break;
-        case 3: p = (a + b) / 2; break;
+        case 0:
+          p = 0;
+          break;
+        case 1:
+          p = a;
+          break;
+        case 2:
+          p = b;
+          break;
+        case 3:
+          p = (a + b) / 2;
+          break;
         case 4: {
           const int q = a + b - c, pa = std::abs(q - a), pb = std::abs(q - b), pc = std::abs(q - c);
           p = (pa <= pb && pa <= pc) ? a : (pb <= pc ? b : c);
           break;
         }
-        default: return why = "bad filter", false;
+        default:
+          return why = "bad filter", false;
       }
       cur[x] = static_cast<uint8_t>(line[x] + p);
     }
-    for (std::size_t x = 0; x < img.width; ++x) img.px[y * img.width + x] = {cur[x * bpp], cur[x * bpp + 1], cur[x * bpp + 2]};
+    for (std::size_t x = 0; x < img.width; ++x)
+      img.px[y * img.width + x] = {cur[x * bpp], cur[x * bpp + 1], cur[x * bpp + 2]};
     std::swap(prev, cur);
   }
   return true;
@@ -144,10 +162,12 @@ std::size_t count(const std::string& s, const std::string& what) {
 }
 
 TEST(ReportBrowser, ChromiumCanaryDetectsConsoleErrors) {
-  if (!fs::exists(kChromium)) GTEST_SKIP() << kChromium << " is not installed (tools/setup.sh installs the Debian package chromium)";
+  if (!fs::exists(kChromium))
+    GTEST_SKIP() << kChromium << " is not installed (tools/setup.sh installs the Debian package chromium)";
   rlp_test::TempDir d("report-canary");
   rlp_test::write_text(d / "canary.html",
-                       "<!DOCTYPE html><html><body><p>x</p><script>console.error('rlp-canary'); undefinedFn();</script></body></html>");
+                       "<!DOCTYPE html><html><body><p>x</p><script>console.error('rlp-canary'); "
+                       "undefinedFn();</script></body></html>");
   const auto r = chromium("--dump-dom", "file://" + (d / "canary.html"), d, "canary");
   ASSERT_NE(r.out.find("<p>x</p>"), std::string::npos) << r.err;
   // The detector must see the deliberate errors, or a clean run of the real report proves nothing.
@@ -158,17 +178,22 @@ TEST(ReportBrowser, ChromiumCanaryDetectsConsoleErrors) {
 }
 
 TEST(ReportBrowser, ReportRendersWithoutErrors) {
-  if (!fs::exists(kChromium)) GTEST_SKIP() << kChromium << " is not installed (tools/setup.sh installs the Debian package chromium)";
+  if (!fs::exists(kChromium))
+    GTEST_SKIP() << kChromium << " is not installed (tools/setup.sh installs the Debian package chromium)";
   const std::string cli = rlp_test::cli_path();
   rlp_test::TempDir d("report-browser");
   const std::string run = d / "run.h5", base = d / "base.h5", html = d / "report.html";
   const std::string recipes = "bf16,fp8-gen,fp8-e2e,fp16";
-  auto r = sh(rlp_test::shell_quote(cli) + " replay -q --out " + rlp_test::shell_quote(run) + " --recipes " + recipes, d, "replay");
+  auto r = sh(
+      rlp_test::shell_quote(cli) + " replay -q --out " + rlp_test::shell_quote(run) + " --recipes " + recipes,
+      d, "replay");
   ASSERT_EQ(r.code, 0) << r.err;
-  r = sh(rlp_test::shell_quote(cli) + " replay -q --pow2-scales --out " + rlp_test::shell_quote(base) + " --recipes " + recipes, d, "replay2");
+  r = sh(rlp_test::shell_quote(cli) + " replay -q --pow2-scales --out " + rlp_test::shell_quote(base) +
+             " --recipes " + recipes,
+         d, "replay2");
   ASSERT_EQ(r.code, 0) << r.err;
-  r = sh(rlp_test::shell_quote(cli) + " report -q " + rlp_test::shell_quote(run) + " -o " + rlp_test::shell_quote(html) +
-             " --baseline " + rlp_test::shell_quote(base) + " --preset verl",
+  r = sh(rlp_test::shell_quote(cli) + " report -q " + rlp_test::shell_quote(run) + " -o " +
+             rlp_test::shell_quote(html) + " --baseline " + rlp_test::shell_quote(base) + " --preset verl",
          d, "report");
   ASSERT_EQ(r.code, 0) << r.err;
   const std::string page = rlp_test::read_text(html);
@@ -180,7 +205,8 @@ TEST(ReportBrowser, ReportRendersWithoutErrors) {
   fs::create_directories(shot_dir);
   const std::string shot = (shot_dir / "report-screenshot.png").string();
   fs::remove(shot);
-  const auto dom = chromium("--dump-dom --screenshot=" + rlp_test::shell_quote(shot), "file://" + html, d, "report");
+  const auto dom =
+      chromium("--dump-dom --screenshot=" + rlp_test::shell_quote(shot), "file://" + html, d, "report");
   ASSERT_EQ(dom.code, 0) << dom.err;
   const auto errors = console_errors(dom.err);
   EXPECT_TRUE(errors.empty()) << errors.size() << " console messages, first: " << errors.front();
@@ -199,7 +225,8 @@ TEST(ReportBrowser, ReportRendersWithoutErrors) {
   EXPECT_EQ(img.width, 1400u);
   EXPECT_EQ(img.height, 3000u);
   // The first four palette colours (one per recipe, in run order) in the side-by-side plots.
-  for (const char* c : {"#0072B2", "#D55E00", "#009E73", "#CC79A7"}) EXPECT_GT(count_color(img, c), 300u) << c << " not drawn";
+  for (const char* c : {"#0072B2", "#D55E00", "#009E73", "#CC79A7"})
+    EXPECT_GT(count_color(img, c), 300u) << c << " not drawn";
   // Not a blank page: plenty of non-background pixels.
   EXPECT_GT(img.px.size() - count_color(img, "#FFFFFF", 8) - count_color(img, "#F6F7F9", 3), 50000u);
 }

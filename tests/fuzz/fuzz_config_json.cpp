@@ -2,9 +2,8 @@
 // checkpoint's config declares), then to_json on what was accepted. The text goes through the same
 // nesting bound as Checkpoint::open's reader (check_json_depth) before it is parsed.
 #include <cstdint>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "rlparity/model/model_spec.hpp"
 #include "rlparity/util/error.hpp"

@@ -5,9 +5,8 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "fuzz_util.hpp"
 #include "rlparity/compare/dumps.hpp"

@@ -2,9 +2,9 @@
 // input is written to a scratch file and opened through the HDF5 library. The HDF5 C library is not
 // instrumented; crashes inside it on corrupt files are HDF5 bugs, not ours (docs/robustness.md says
 // how tools/fuzz.sh treats them).
-#include <cstdint>
-
 #include <hdf5.h>
+
+#include <cstdint>
 
 #include "fuzz_util.hpp"
 #include "rlparity/io/run_data.hpp"

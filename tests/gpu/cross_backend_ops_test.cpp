@@ -74,8 +74,9 @@ int64_t ordered(double v, Fmt f) {
     }
     case Fmt::e4m3:
     case Fmt::e5m2: {
-      const uint8_t b = num::float_to_fp8(static_cast<float>(v), f == Fmt::e4m3 ? num::Fp8Kind::e4m3 : num::Fp8Kind::e5m2,
-                                          num::Saturation::none);
+      const uint8_t b =
+          num::float_to_fp8(static_cast<float>(v), f == Fmt::e4m3 ? num::Fp8Kind::e4m3 : num::Fp8Kind::e5m2,
+                            num::Saturation::none);
       return ord(b & 0x7F, (b >> 7) != 0);
     }
   }
@@ -86,12 +87,18 @@ int kind(double v) { return std::isnan(v) ? 1 : (std::isinf(v) ? (v > 0 ? 2 : 3)
 
 const char* fmt_name(Fmt f) {
   switch (f) {
-    case Fmt::f32: return "f32";
-    case Fmt::f64: return "f64";
-    case Fmt::bf16: return "bf16";
-    case Fmt::fp16: return "fp16";
-    case Fmt::e4m3: return "e4m3";
-    case Fmt::e5m2: return "e5m2";
+    case Fmt::f32:
+      return "f32";
+    case Fmt::f64:
+      return "f64";
+    case Fmt::bf16:
+      return "bf16";
+    case Fmt::fp16:
+      return "fp16";
+    case Fmt::e4m3:
+      return "e4m3";
+    case Fmt::e5m2:
+      return "e5m2";
   }
   return "?";
 }
@@ -101,8 +108,8 @@ void check(const OpCase& c, const Outputs& o) {
   ASSERT_FALSE(o.cpu.empty());
   // 1. NaN/inf positions.
   for (std::size_t i = 0; i < o.cpu.size(); ++i)
-    ASSERT_EQ(kind(o.cpu[i]), kind(o.gpu[i])) << "NaN/inf position differs at " << i << ": cpu " << o.cpu[i]
-                                              << " gpu " << o.gpu[i];
+    ASSERT_EQ(kind(o.cpu[i]), kind(o.gpu[i]))
+        << "NaN/inf position differs at " << i << ": cpu " << o.cpu[i] << " gpu " << o.gpu[i];
   // 2. bitwise matches, max ulp, NMSE over finite values.
   std::size_t equal = 0;
   int64_t max_ulp = 0;
@@ -147,7 +154,8 @@ std::vector<float> sample_floats() {  // every exponent, random mantissas, both 
   std::vector<float> v;
   std::mt19937 rng(1u);
   for (uint32_t e = 0; e < 256; ++e)
-    for (int i = 0; i < 256; ++i) v.push_back(num::bits_f32((e << 23) | (static_cast<uint32_t>(rng()) & 0x807FFFFFu)));
+    for (int i = 0; i < 256; ++i)
+      v.push_back(num::bits_f32((e << 23) | (static_cast<uint32_t>(rng()) & 0x807FFFFFu)));
   return v;
 }
 
@@ -314,7 +322,8 @@ void gemm16_case(Outputs& o, int M, int N, int K) {
     o.skip = why;
     return;
   }
-  const auto x = randn(static_cast<std::size_t>(M) * K, 7u, 1.0f), w = randn(static_cast<std::size_t>(N) * K, 8u, 0.05f);
+  const auto x = randn(static_cast<std::size_t>(M) * K, 7u, 1.0f),
+             w = randn(static_cast<std::size_t>(N) * K, 8u, 0.05f);
   std::vector<float> y(static_cast<std::size_t>(M) * N);
   num::GemmConfig cfg;
   num::gemm_f32acc(x.data(), w.data(), y.data(), M, N, K, cfg);
@@ -348,11 +357,12 @@ struct Fp8GemmCase {
 // <dir>/fp8-gemm-<M>x<N>x<K>[-pow2].bin (int32 M, N, K; X codes [M*K]; X scale_inv [M*kb] f32; W codes
 // [N*K]; W scale_inv [ceil(N/128)*kb] f32; Y [M*N] f32), for fitting cuBLASLt's accumulation
 // offline (docs/cuda-backend.md).
-void dump_fp8_case(const Fp8GemmCase& c, const num::Fp8Tensor& xq, const num::Fp8Tensor& wq, const std::vector<float>& y) {
+void dump_fp8_case(const Fp8GemmCase& c, const num::Fp8Tensor& xq, const num::Fp8Tensor& wq,
+                   const std::vector<float>& y) {
   const char* dir = std::getenv("RLPARITY_GPU_DUMP_DIR");
   if (!dir || c.out != num::OutRound::fp32) return;
-  const std::string path = std::string(dir) + "/fp8-gemm-" + std::to_string(c.M) + "x" + std::to_string(c.N) + "x" +
-                           std::to_string(c.K) + (c.pow2 ? "-pow2" : "") + ".bin";
+  const std::string path = std::string(dir) + "/fp8-gemm-" + std::to_string(c.M) + "x" + std::to_string(c.N) +
+                           "x" + std::to_string(c.K) + (c.pow2 ? "-pow2" : "") + ".bin";
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (!f) return;
   const int32_t dims[3] = {c.M, c.N, c.K};
@@ -377,7 +387,8 @@ void gemm_fp8_case(Outputs& o, const Fp8GemmCase& c) {
     return;
   }
   const int M = c.M, N = c.N, K = c.K;
-  const auto x = randn(static_cast<std::size_t>(M) * K, 9u, 1.0f), w = randn(static_cast<std::size_t>(N) * K, 10u, 0.05f);
+  const auto x = randn(static_cast<std::size_t>(M) * K, 9u, 1.0f),
+             w = randn(static_cast<std::size_t>(N) * K, 10u, 0.05f);
   num::ScaleOptions xo, wo;
   xo.convention = c.act_conv;
   xo.pow2 = wo.pow2 = c.pow2;
@@ -392,8 +403,8 @@ void gemm_fp8_case(Outputs& o, const Fp8GemmCase& c) {
   o.cpu = widen(y.data(), y.size());
   const int Mp = (M + 15) / 16 * 16, kb = (K + 127) / 128;
   std::lock_guard<std::mutex> lock(ctx->mutex());
-  cuda::DeviceBuffer<float> dx, dsinv(static_cast<std::size_t>(M) * kb), dsvec(static_cast<std::size_t>(Mp) * kb),
-      dy(y.size()), dws;
+  cuda::DeviceBuffer<float> dx, dsinv(static_cast<std::size_t>(M) * kb),
+      dsvec(static_cast<std::size_t>(Mp) * kb), dy(y.size()), dws;
   cuda::DeviceBuffer<uint8_t> dcodes(static_cast<std::size_t>(Mp) * K), dwq;
   dx.upload(x);
   RLP_CUDA_CHECK(cudaMemset(dcodes.get(), 0, static_cast<std::size_t>(Mp) * K));
@@ -401,7 +412,8 @@ void gemm_fp8_case(Outputs& o, const Fp8GemmCase& c) {
   cuda::kern::scales_to_vec128(dsinv.get(), M, kb, Mp, dsvec.get());
   dwq.upload(wq.codes);
   dws.upload(num::scales_for_cublaslt_blk128(wq));
-  if (!ctx->gemm().gemm_fp8(dcodes.get(), dsvec.get(), dwq.get(), dws.get(), M, Mp, N, K, nullptr, c.out, dy.get())) {
+  if (!ctx->gemm().gemm_fp8(dcodes.get(), dsvec.get(), dwq.get(), dws.get(), M, Mp, N, K, nullptr, c.out,
+                            dy.get())) {
     o.skip = "cuBLASLt offered no block-scaled FP8 algorithm for this shape";
     return;
   }
@@ -414,7 +426,8 @@ void exact_f32acc_case(Outputs& o, int M, int N, int K, int split_k, int k_chunk
   std::string why;
   auto ctx = context(&why, cuda::GemmMode::exact);
   if (!ctx) return void(o.skip = why);
-  const auto x = randn(static_cast<std::size_t>(M) * K, 7u, 1.0f), w = randn(static_cast<std::size_t>(N) * K, 8u, 0.05f);
+  const auto x = randn(static_cast<std::size_t>(M) * K, 7u, 1.0f),
+             w = randn(static_cast<std::size_t>(N) * K, 8u, 0.05f);
   std::vector<uint16_t> wb(w.size());
   for (std::size_t i = 0; i < w.size(); ++i) wb[i] = num::float_to_bf16_bits(w[i]);
   num::GemmConfig cfg;
@@ -434,11 +447,13 @@ void exact_f32acc_case(Outputs& o, int M, int N, int K, int split_k, int k_chunk
   o.gpu = widen(g.data(), g.size());
 }
 
-void exact_fp8_case(Outputs& o, int M, int N, int K, int split_k, num::Promotion promo, num::SliceAccum slice) {
+void exact_fp8_case(Outputs& o, int M, int N, int K, int split_k, num::Promotion promo,
+                    num::SliceAccum slice) {
   std::string why;
   auto ctx = context(&why, cuda::GemmMode::exact);
   if (!ctx) return void(o.skip = why);
-  const auto x = randn(static_cast<std::size_t>(M) * K, 9u, 1.0f), w = randn(static_cast<std::size_t>(N) * K, 10u, 0.05f);
+  const auto x = randn(static_cast<std::size_t>(M) * K, 9u, 1.0f),
+             w = randn(static_cast<std::size_t>(N) * K, 10u, 0.05f);
   num::ScaleOptions xo, wo;
   xo.convention = num::ScaleConvention::vllm;
   const num::Fp8Tensor xq = num::quantize_blocks(x.data(), M, K, 1, 128, xo);
@@ -492,22 +507,26 @@ void attention_steps(Outputs& o, const EmulatedOps& c, const cuda::CudaOps& g, b
 }
 
 // One layer's forward through run_path_group on both backends (the GPU in `mode`).
-void forward_case(Outputs& o, const PreparedWeights& w, const PathStyle& st, SequenceMode mode, cuda::GemmMode gm) {
-  with_ops(o, w, st, nullptr, [&](const EmulatedOps& c, const cuda::CudaOps& g) {
-    std::vector<SeqTokens> seqs(2);
-    for (int i = 0; i < 2; ++i) {
-      auto& sq = seqs[static_cast<std::size_t>(i)];
-      for (int j = 0; j < 20 + 5 * i; ++j) sq.tokens.push_back((j * 37 + i * 11) % 1024);
-      sq.P = 12;
-      sq.R = static_cast<int>(sq.tokens.size()) - 12;
-    }
-    const auto rc = run_path_group(c, mode, seqs, false);
-    const auto rg = run_path_group(g, mode, seqs, false);
-    for (std::size_t i = 0; i < seqs.size(); ++i) {
-      append(o.cpu, rc[i].logprobs);
-      append(o.gpu, rg[i].logprobs);
-    }
-  }, gm);
+void forward_case(Outputs& o, const PreparedWeights& w, const PathStyle& st, SequenceMode mode,
+                  cuda::GemmMode gm) {
+  with_ops(
+      o, w, st, nullptr,
+      [&](const EmulatedOps& c, const cuda::CudaOps& g) {
+        std::vector<SeqTokens> seqs(2);
+        for (int i = 0; i < 2; ++i) {
+          auto& sq = seqs[static_cast<std::size_t>(i)];
+          for (int j = 0; j < 20 + 5 * i; ++j) sq.tokens.push_back((j * 37 + i * 11) % 1024);
+          sq.P = 12;
+          sq.R = static_cast<int>(sq.tokens.size()) - 12;
+        }
+        const auto rc = run_path_group(c, mode, seqs, false);
+        const auto rg = run_path_group(g, mode, seqs, false);
+        for (std::size_t i = 0; i < seqs.size(); ++i) {
+          append(o.cpu, rc[i].logprobs);
+          append(o.gpu, rg[i].logprobs);
+        }
+      },
+      gm);
 }
 #endif
 
@@ -556,17 +575,20 @@ std::vector<OpCase> cases() {
                [](Outputs& o) { quantize_case(o, 7, 300, 1, 128, num::ScaleConvention::vllm, false); }});
   t.push_back({"quantize", "1x128 vllm pow2 7x300", 0, Fmt::f32,
                [](Outputs& o) { quantize_case(o, 7, 300, 1, 128, num::ScaleConvention::vllm, true); }});
-  t.push_back({"quantize", "128x128 nemo-refit 200x300", 0, Fmt::f32,
-               [](Outputs& o) { quantize_case(o, 200, 300, 128, 128, num::ScaleConvention::nemo_refit, false); }});
+  t.push_back({"quantize", "128x128 nemo-refit 200x300", 0, Fmt::f32, [](Outputs& o) {
+                 quantize_case(o, 200, 300, 128, 128, num::ScaleConvention::nemo_refit, false);
+               }});
   t.push_back({"quantize", "128x128 te pow2 200x300", 0, Fmt::f32,
                [](Outputs& o) { quantize_case(o, 200, 300, 128, 128, num::ScaleConvention::te, true); }});
   for (int m : {1, 5, 64})
-    t.push_back({"gemm-bf16", m == 1 ? "M=1 N=384 K=256" : (m == 5 ? "M=5 N=384 K=256" : "M=64 N=384 K=256"), 1e-5,
-                 Fmt::bf16, [m](Outputs& o) { gemm16_case(o, m, 384, 256); }});
-  t.push_back({"gemm-fp8", "M=1 N=256 K=384 te", 1e-5, Fmt::bf16,
-               [](Outputs& o) { gemm_fp8_case(o, {1, 256, 384, num::ScaleConvention::te}); }});
-  t.push_back({"gemm-fp8", "M=33 N=256 K=384 vllm", 1e-5, Fmt::bf16,
-               [](Outputs& o) { gemm_fp8_case(o, {33, 256, 384, num::ScaleConvention::vllm}); }});
+    t.push_back({"gemm-bf16", m == 1 ? "M=1 N=384 K=256" : (m == 5 ? "M=5 N=384 K=256" : "M=64 N=384 K=256"),
+                 1e-5, Fmt::bf16, [m](Outputs& o) { gemm16_case(o, m, 384, 256); }});
+  t.push_back({"gemm-fp8", "M=1 N=256 K=384 te", 1e-5, Fmt::bf16, [](Outputs& o) {
+                 gemm_fp8_case(o, {1, 256, 384, num::ScaleConvention::te});
+               }});
+  t.push_back({"gemm-fp8", "M=33 N=256 K=384 vllm", 1e-5, Fmt::bf16, [](Outputs& o) {
+                 gemm_fp8_case(o, {33, 256, 384, num::ScaleConvention::vllm});
+               }});
   // TransformerEngine's exactness claim (power-of-2 scales), fp32 out so that no bf16 rounding
   // hides a difference. Measured on an H200 (cuBLASLt 13.1, 2026-12-04): the fp32 in-slice chain
   // matches 0.018% of the outputs (NMSE 6.0e-8); MMA-Sim's Hopper model as first written 12.3%;
@@ -578,23 +600,27 @@ std::vector<OpCase> cases() {
   // model or of cuBLASLt shows.
   using SA = num::SliceAccum;
   using PR0 = num::Promotion;
-  t.push_back({"gemm-fp8", "M=64 N=512 K=1024 pow2 fp32-out, fp32 slices", 1e-7, Fmt::f32, [](Outputs& o) {
-                 gemm_fp8_case(o, {64, 512, 1024, num::ScaleConvention::te, true, num::OutRound::fp32, SA::fp32});
-               }});
-  t.push_back({"gemm-fp8", "M=64 N=512 K=1024 pow2 fp32-out, hopper slices", 0, Fmt::f32, [](Outputs& o) {
-                 gemm_fp8_case(o, {64, 512, 1024, num::ScaleConvention::te, true, num::OutRound::fp32, SA::hopper});
-               }});
+  t.push_back(
+      {"gemm-fp8", "M=64 N=512 K=1024 pow2 fp32-out, fp32 slices", 1e-7, Fmt::f32, [](Outputs& o) {
+         gemm_fp8_case(o, {64, 512, 1024, num::ScaleConvention::te, true, num::OutRound::fp32, SA::fp32});
+       }});
+  t.push_back(
+      {"gemm-fp8", "M=64 N=512 K=1024 pow2 fp32-out, hopper slices", 0, Fmt::f32, [](Outputs& o) {
+         gemm_fp8_case(o, {64, 512, 1024, num::ScaleConvention::te, true, num::OutRound::fp32, SA::hopper});
+       }});
   for (auto [name, promo, bound] :
        {std::tuple{"M=64 N=512 K=1024 te fp32-out, hopper, cublaslt promotion", PR0::cublaslt, 1e-14},
         std::tuple{"M=64 N=512 K=1024 te fp32-out, hopper, deepgemm promotion", PR0::deepgemm, 0.0}})
     t.push_back({"gemm-fp8", name, bound, Fmt::f32, [promo](Outputs& o) {
-                   Fp8GemmCase c{64, 512, 1024, num::ScaleConvention::te, false, num::OutRound::fp32, SA::hopper};
+                   Fp8GemmCase c{64,        512, 1024, num::ScaleConvention::te, false, num::OutRound::fp32,
+                                 SA::hopper};
                    c.promotion = promo;
                    gemm_fp8_case(o, c);
                  }});
-  t.push_back({"gemm-fp8", "M=64 N=512 K=1024 pow2 bf16-out, hopper slices", 0, Fmt::bf16, [](Outputs& o) {
-                 gemm_fp8_case(o, {64, 512, 1024, num::ScaleConvention::te, true, num::OutRound::bf16, SA::hopper});
-               }});
+  t.push_back(
+      {"gemm-fp8", "M=64 N=512 K=1024 pow2 bf16-out, hopper slices", 0, Fmt::bf16, [](Outputs& o) {
+         gemm_fp8_case(o, {64, 512, 1024, num::ScaleConvention::te, true, num::OutRound::bf16, SA::hopper});
+       }});
   for (auto [name, tweak] : {std::pair{"fused-add", +[](PathStyle& s) { s.norm = NormKind::fused_add; }},
                              std::pair{"unfused", +[](PathStyle& s) { s.norm = NormKind::unfused; }},
                              std::pair{"unfused fp32-residual", +[](PathStyle& s) {
@@ -603,51 +629,56 @@ std::vector<OpCase> cases() {
                                        }}}) {
     auto tw = tweak;
     t.push_back({"add_norm", name, 1e-5, Fmt::bf16, [tw, H](Outputs& o) {
-                   with_ops(o, model().bf16, style(tw), nullptr, [&](const EmulatedOps& c, const cuda::CudaOps& g) {
-                     M rc = mat(9, H, 1u, 1.0f), rg = rc, out_c, out_g;
-                     const M d = mat(9, H, 2u, 0.5f);
-                     c.add_norm(rc, &d, 0, NormSlot::input, out_c);
-                     g.add_norm(rg, &d, 0, NormSlot::input, out_g);
-                     append(o.cpu, out_c);
-                     append(o.cpu, rc);
-                     append(o.gpu, out_g);
-                     append(o.gpu, rg);
-                   });
+                   with_ops(o, model().bf16, style(tw), nullptr,
+                            [&](const EmulatedOps& c, const cuda::CudaOps& g) {
+                              M rc = mat(9, H, 1u, 1.0f), rg = rc, out_c, out_g;
+                              const M d = mat(9, H, 2u, 0.5f);
+                              c.add_norm(rc, &d, 0, NormSlot::input, out_c);
+                              g.add_norm(rg, &d, 0, NormSlot::input, out_g);
+                              append(o.cpu, out_c);
+                              append(o.cpu, rc);
+                              append(o.gpu, out_g);
+                              append(o.gpu, rg);
+                            });
                  }});
   }
   t.push_back({"residual_sum", "bf16", 0, Fmt::bf16, [H](Outputs& o) {
-                 with_ops(o, model().bf16, style(nullptr), nullptr, [&](const EmulatedOps& c, const cuda::CudaOps& g) {
-                   const M a = mat(9, H, 3u, 1.0f), b = mat(9, H, 4u, 1.0f);
-                   M oc, og;
-                   c.residual_sum(a, b, oc);
-                   g.residual_sum(a, b, og);
-                   append(o.cpu, oc);
-                   append(o.gpu, og);
-                 });
+                 with_ops(o, model().bf16, style(nullptr), nullptr,
+                          [&](const EmulatedOps& c, const cuda::CudaOps& g) {
+                            const M a = mat(9, H, 3u, 1.0f), b = mat(9, H, 4u, 1.0f);
+                            M oc, og;
+                            c.residual_sum(a, b, oc);
+                            g.residual_sum(a, b, og);
+                            append(o.cpu, oc);
+                            append(o.gpu, og);
+                          });
                }});
   t.push_back({"head_norm", "q unfused", 1e-5, Fmt::bf16, [](Outputs& o) {
-                 with_ops(o, model().bf16, style(nullptr), nullptr, [&](const EmulatedOps& c, const cuda::CudaOps& g) {
-                   M xc = mat(5, 256, 5u, 1.0f), xg = xc;
-                   c.head_norm(xc, 0, Proj::q);
-                   g.head_norm(xg, 0, Proj::q);
-                   append(o.cpu, xc);
-                   append(o.gpu, xg);
-                 });
+                 with_ops(o, model().bf16, style(nullptr), nullptr,
+                          [&](const EmulatedOps& c, const cuda::CudaOps& g) {
+                            M xc = mat(5, 256, 5u, 1.0f), xg = xc;
+                            c.head_norm(xc, 0, Proj::q);
+                            g.head_norm(xg, 0, Proj::q);
+                            append(o.cpu, xc);
+                            append(o.gpu, xg);
+                          });
                }});
-  for (auto [name, tweak] : {std::pair{"table-rounded (vLLM)", +[](PathStyle& s) { s.rope_table_rounded = true; }},
-                             std::pair{"fp32 (TE)", +[](PathStyle& s) { s.rope_table_rounded = false; }}}) {
+  for (auto [name, tweak] :
+       {std::pair{"table-rounded (vLLM)", +[](PathStyle& s) { s.rope_table_rounded = true; }},
+        std::pair{"fp32 (TE)", +[](PathStyle& s) { s.rope_table_rounded = false; }}}) {
     auto tw = tweak;
     t.push_back({"rope", name, 1e-6, Fmt::bf16, [tw](Outputs& o) {
-                   with_ops(o, model().bf16, style(tw), nullptr, [&](const EmulatedOps& c, const cuda::CudaOps& g) {
-                     M qc = mat(6, 256, 6u, 1.0f), kc = mat(6, 128, 7u, 1.0f), qg = qc, kg = kc;
-                     const int pos[6] = {0, 1, 17, 511, 4097, 8000};
-                     c.rope(qc, kc, pos);
-                     g.rope(qg, kg, pos);
-                     append(o.cpu, qc);
-                     append(o.cpu, kc);
-                     append(o.gpu, qg);
-                     append(o.gpu, kg);
-                   });
+                   with_ops(o, model().bf16, style(tw), nullptr,
+                            [&](const EmulatedOps& c, const cuda::CudaOps& g) {
+                              M qc = mat(6, 256, 6u, 1.0f), kc = mat(6, 128, 7u, 1.0f), qg = qc, kg = kc;
+                              const int pos[6] = {0, 1, 17, 511, 4097, 8000};
+                              c.rope(qc, kc, pos);
+                              g.rope(qg, kg, pos);
+                              append(o.cpu, qc);
+                              append(o.cpu, kc);
+                              append(o.gpu, qg);
+                              append(o.gpu, kg);
+                            });
                  }});
   }
   for (auto [name, tweak] : {std::pair{"fused bf16", +[](PathStyle& s) { s.mlp_fused = true; }},
@@ -657,32 +688,36 @@ std::vector<OpCase> cases() {
                                          s.act = ActDtype::fp16;
                                        }}}) {
     auto tw = tweak;
-    t.push_back({"silu_mul", name, 1e-5, std::string(name).find("fp16") != std::string::npos ? Fmt::fp16 : Fmt::bf16,
-                 [tw](Outputs& o) {
-                   with_ops(o, model().bf16, style(tw), nullptr, [&](const EmulatedOps& c, const cuda::CudaOps& g) {
-                     const M gate = mat(7, 512, 8u, 2.0f), up = mat(7, 512, 9u, 1.0f);
-                     M oc, og;
-                     c.silu_mul(gate, up, oc);
-                     g.silu_mul(gate, up, og);
-                     append(o.cpu, oc);
-                     append(o.gpu, og);
-                   });
-                 }});
+    t.push_back(
+        {"silu_mul", name, 1e-5, std::string(name).find("fp16") != std::string::npos ? Fmt::fp16 : Fmt::bf16,
+         [tw](Outputs& o) {
+           with_ops(o, model().bf16, style(tw), nullptr, [&](const EmulatedOps& c, const cuda::CudaOps& g) {
+             const M gate = mat(7, 512, 8u, 2.0f), up = mat(7, 512, 9u, 1.0f);
+             M oc, og;
+             c.silu_mul(gate, up, oc);
+             g.silu_mul(gate, up, og);
+             append(o.cpu, oc);
+             append(o.gpu, og);
+           });
+         }});
   }
   struct AttnVariant {
     const char* name;
     void (*tweak)(PathStyle&);
     double bound;
   };
-  for (const AttnVariant& av : {AttnVariant{"flash block 128", [](PathStyle& s) { s.attention = AttentionKind::flash; }, 1e-5},
-                                AttnVariant{"flash block 16", [](PathStyle& s) { s.attn_block = 16; }, 1e-5},
-                                AttnVariant{"split-kv 16 block 8", [](PathStyle& s) {
-                                              s.attention = AttentionKind::split_kv;
-                                              s.split_kv_partition = 16;
-                                              s.attn_block = 8;
-                                            }, 1e-5},
-                                AttnVariant{"no P rounding", [](PathStyle& s) { s.attn_p_round = false; }, 1e-5},
-                                AttnVariant{"fp8 KV cache", [](PathStyle& s) { s.kv_cache = KvCacheDtype::fp8; }, 1e-3}}) {
+  for (const AttnVariant& av :
+       {AttnVariant{"flash block 128", [](PathStyle& s) { s.attention = AttentionKind::flash; }, 1e-5},
+        AttnVariant{"flash block 16", [](PathStyle& s) { s.attn_block = 16; }, 1e-5},
+        AttnVariant{"split-kv 16 block 8",
+                    [](PathStyle& s) {
+                      s.attention = AttentionKind::split_kv;
+                      s.split_kv_partition = 16;
+                      s.attn_block = 8;
+                    },
+                    1e-5},
+        AttnVariant{"no P rounding", [](PathStyle& s) { s.attn_p_round = false; }, 1e-5},
+        AttnVariant{"fp8 KV cache", [](PathStyle& s) { s.kv_cache = KvCacheDtype::fp8; }, 1e-3}}) {
     auto tw = av.tweak;
     t.push_back({"attention", av.name, av.bound, Fmt::bf16, [tw](Outputs& o) {
                    const PathStyle st = style(tw);
@@ -696,19 +731,21 @@ std::vector<OpCase> cases() {
                  }});
   }
   t.push_back({"linear", "bf16 q_proj M=9 (CudaOps)", 1e-5, Fmt::bf16, [H](Outputs& o) {
-                 with_ops(o, model().bf16, style(nullptr), nullptr, [&](const EmulatedOps& c, const cuda::CudaOps& g) {
-                   const M x = mat(9, H, 12u, 1.0f);
-                   M yc, yg;
-                   c.linear(x, 0, Proj::q, yc);
-                   g.linear(x, 0, Proj::q, yg);
-                   append(o.cpu, yc);
-                   append(o.gpu, yg);
-                 });
+                 with_ops(o, model().bf16, style(nullptr), nullptr,
+                          [&](const EmulatedOps& c, const cuda::CudaOps& g) {
+                            const M x = mat(9, H, 12u, 1.0f);
+                            M yc, yg;
+                            c.linear(x, 0, Proj::q, yc);
+                            g.linear(x, 0, Proj::q, yg);
+                            append(o.cpu, yc);
+                            append(o.gpu, yg);
+                          });
                }});
   t.push_back({"linear", "fp8 te gate_proj M=9 (CudaOps)", 1e-5, Fmt::bf16, [H](Outputs& o) {
                  PathStyle st = style([](PathStyle& s) { s.fp8_linear = true; });
                  with_ops(o, model().fp8, st, nullptr, [&](const EmulatedOps& c, const cuda::CudaOps& g) {
-                   if (!g.linear_on_gpu(0, Proj::gate)) return void(o.skip = "fp8 linear falls back to the emulator here");
+                   if (!g.linear_on_gpu(0, Proj::gate))
+                     return void(o.skip = "fp8 linear falls back to the emulator here");
                    const M x = mat(9, H, 13u, 1.0f);
                    M yc, yg;
                    c.linear(x, 0, Proj::gate, yc);
@@ -718,14 +755,15 @@ std::vector<OpCase> cases() {
                  });
                }});
   t.push_back({"logprobs", "lm_head bf16 + log-softmax", 1e-5, Fmt::f32, [H](Outputs& o) {
-                 with_ops(o, model().bf16, style(nullptr), nullptr, [&](const EmulatedOps& c, const cuda::CudaOps& g) {
-                   const M x = mat(3, H, 14u, 1.0f);
-                   M lc, lg;
-                   c.logprobs(x, lc);
-                   g.logprobs(x, lg);
-                   append(o.cpu, lc);
-                   append(o.gpu, lg);
-                 });
+                 with_ops(o, model().bf16, style(nullptr), nullptr,
+                          [&](const EmulatedOps& c, const cuda::CudaOps& g) {
+                            const M x = mat(3, H, 14u, 1.0f);
+                            M lc, lg;
+                            c.logprobs(x, lc);
+                            g.logprobs(x, lg);
+                            append(o.cpu, lc);
+                            append(o.gpu, lg);
+                          });
                }});
   t.push_back({"log_softmax", "4 x 32000 fp32", 1e-10, Fmt::f32, [](Outputs& o) {
                  std::string why;
@@ -777,7 +815,8 @@ std::vector<OpCase> cases() {
                  o.gpu = g;
                }});
   t.push_back({"forward", "1 layer, gen path (decode) bf16", 1e-3, Fmt::f32, [](Outputs& o) {
-                 forward_case(o, model().bf16, default_generation_style(), SequenceMode::decode, cuda::GemmMode::cublaslt);
+                 forward_case(o, model().bf16, default_generation_style(), SequenceMode::decode,
+                              cuda::GemmMode::cublaslt);
                }});
   // --cuda-gemm exact: every op in the emulator's order, bitwise.
   using GM = cuda::GemmMode;
@@ -786,8 +825,8 @@ std::vector<OpCase> cases() {
         std::tuple{"f32acc M=5 N=200 K=300 split 3 chunk 48", 5, 200, 300, 3, 48},
         std::tuple{"f32acc M=130 N=300 K=520 split 1", 130, 300, 520, 1, 0},
         std::tuple{"f32acc M=64 N=96 K=1000 split 2 chunk 256", 64, 96, 1000, 2, 256}})
-    t.push_back({"exact-gemm", name, 0, Fmt::f32,
-                 [=](Outputs& o) { exact_f32acc_case(o, m, n, k, split, chunk); }});
+    t.push_back(
+        {"exact-gemm", name, 0, Fmt::f32, [=](Outputs& o) { exact_f32acc_case(o, m, n, k, split, chunk); }});
   using PR = num::Promotion;
   using SA2 = num::SliceAccum;
   for (auto [name, m, n, k, split, promo, slice] :
@@ -801,32 +840,39 @@ std::vector<OpCase> cases() {
                  for (NormKind nk : {NormKind::fused_add, NormKind::unfused}) {
                    PathStyle st = style(nullptr);
                    st.norm = nk;
-                   with_ops(o, model().bf16, st, nullptr, [&](const EmulatedOps& c, const cuda::CudaOps& g) {
-                     M rc = mat(9, H, 1u, 1.0f), rg = rc, out_c, out_g;
-                     const M d = mat(9, H, 2u, 0.5f);
-                     c.add_norm(rc, &d, 0, NormSlot::input, out_c);
-                     g.add_norm(rg, &d, 0, NormSlot::input, out_g);
-                     M xc = mat(5, 256, 5u, 1.0f), xg = xc;
-                     c.head_norm(xc, 0, Proj::k);
-                     g.head_norm(xg, 0, Proj::k);
-                     for (const M* m : {&out_c, &rc, &xc}) append(o.cpu, *m);
-                     for (const M* m : {&out_g, &rg, &xg}) append(o.gpu, *m);
-                   }, GM::exact);
+                   with_ops(
+                       o, model().bf16, st, nullptr,
+                       [&](const EmulatedOps& c, const cuda::CudaOps& g) {
+                         M rc = mat(9, H, 1u, 1.0f), rg = rc, out_c, out_g;
+                         const M d = mat(9, H, 2u, 0.5f);
+                         c.add_norm(rc, &d, 0, NormSlot::input, out_c);
+                         g.add_norm(rg, &d, 0, NormSlot::input, out_g);
+                         M xc = mat(5, 256, 5u, 1.0f), xg = xc;
+                         c.head_norm(xc, 0, Proj::k);
+                         g.head_norm(xg, 0, Proj::k);
+                         for (const M* m : {&out_c, &rc, &xc}) append(o.cpu, *m);
+                         for (const M* m : {&out_g, &rg, &xg}) append(o.gpu, *m);
+                       },
+                       GM::exact);
                  }
                }});
   t.push_back({"exact-ops", "silu_mul + logprobs (log-softmax)", 0, Fmt::f32, [H](Outputs& o) {
-                 with_ops(o, model().bf16, style(nullptr), nullptr, [&](const EmulatedOps& c, const cuda::CudaOps& g) {
-                   const M gate = mat(7, 512, 8u, 4.0f), up = mat(7, 512, 9u, 1.0f), x = mat(5, H, 14u, 1.0f);
-                   M oc, og, lc, lg;
-                   c.silu_mul(gate, up, oc);
-                   g.silu_mul(gate, up, og);
-                   c.logprobs(x, lc);
-                   g.logprobs(x, lg);
-                   append(o.cpu, oc);
-                   append(o.cpu, lc);
-                   append(o.gpu, og);
-                   append(o.gpu, lg);
-                 }, GM::exact);
+                 with_ops(
+                     o, model().bf16, style(nullptr), nullptr,
+                     [&](const EmulatedOps& c, const cuda::CudaOps& g) {
+                       const M gate = mat(7, 512, 8u, 4.0f), up = mat(7, 512, 9u, 1.0f),
+                               x = mat(5, H, 14u, 1.0f);
+                       M oc, og, lc, lg;
+                       c.silu_mul(gate, up, oc);
+                       g.silu_mul(gate, up, og);
+                       c.logprobs(x, lc);
+                       g.logprobs(x, lg);
+                       append(o.cpu, oc);
+                       append(o.cpu, lc);
+                       append(o.gpu, og);
+                       append(o.gpu, lg);
+                     },
+                     GM::exact);
                }});
   t.push_back({"exact-ops", "attention split-kv 16 block 8 + flash", 0, Fmt::bf16, [](Outputs& o) {
                  for (int variant = 0; variant < 2; ++variant) {
@@ -834,9 +880,10 @@ std::vector<OpCase> cases() {
                    st.attention = variant == 0 ? AttentionKind::split_kv : AttentionKind::flash;
                    st.split_kv_partition = 16;
                    st.attn_block = 8;
-                   with_ops(o, model().bf16, st, nullptr, [&](const EmulatedOps& c, const cuda::CudaOps& g) {
-                     attention_steps(o, c, g, false);
-                   }, GM::exact);
+                   with_ops(
+                       o, model().bf16, st, nullptr,
+                       [&](const EmulatedOps& c, const cuda::CudaOps& g) { attention_steps(o, c, g, false); },
+                       GM::exact);
                  }
                }});
   t.push_back({"exact-forward", "1 layer, gen path (decode) bf16", 0, Fmt::f32, [](Outputs& o) {
@@ -847,12 +894,13 @@ std::vector<OpCase> cases() {
                  st.fp8_linear = true;
                  forward_case(o, model().fp8, st, SequenceMode::decode, GM::exact);
                }});
-  t.push_back({"exact-forward", "1 layer, train path (teacher-forced) fp8 hopper", 0, Fmt::f32, [](Outputs& o) {
-                 PathStyle st = default_training_style();
-                 st.fp8_linear = true;
-                 st.fp8_accum = num::SliceAccum::hopper;
-                 forward_case(o, model().fp8, st, SequenceMode::teacher_forced, GM::exact);
-               }});
+  t.push_back(
+      {"exact-forward", "1 layer, train path (teacher-forced) fp8 hopper", 0, Fmt::f32, [](Outputs& o) {
+         PathStyle st = default_training_style();
+         st.fp8_linear = true;
+         st.fp8_accum = num::SliceAccum::hopper;
+         forward_case(o, model().fp8, st, SequenceMode::teacher_forced, GM::exact);
+       }});
 #endif
   return t;
 }

@@ -20,9 +20,9 @@ namespace rlp::num {
 namespace {
 
 #if RLPARITY_HAVE_CUDA
-#define RLP_REQUIRE_GPU()                                                          \
-  do {                                                                             \
-    std::string why;                                                               \
+#define RLP_REQUIRE_GPU()                                                              \
+  do {                                                                                 \
+    std::string why;                                                                   \
     if (!rlp::cuda::device_available(&why)) GTEST_SKIP() << "no CUDA device: " << why; \
   } while (0)
 #else
@@ -33,7 +33,8 @@ namespace {
   std::vector<float> v;
   std::mt19937 rng(1u);
   for (uint32_t e = 0; e < 256; ++e)
-    for (int i = 0; i < 512; ++i) v.push_back(bits_f32((e << 23) | (static_cast<uint32_t>(rng()) & 0x807FFFFFu)));
+    for (int i = 0; i < 512; ++i)
+      v.push_back(bits_f32((e << 23) | (static_cast<uint32_t>(rng()) & 0x807FFFFFu)));
   return v;
 }
 
@@ -68,9 +69,10 @@ TEST(CudaCasts, BlockQuantizeMatchesHost) {
   struct Case {
     int rows, cols, br, bc;
   };
-  const Case cases[] = {{130, 200, 128, 128}, {3, 172, 1, 128}, {256, 384, 128, 128}, {17, 1000, 1, 128}, {5, 9, 5, 9}};
-  for (ScaleConvention c : {ScaleConvention::te, ScaleConvention::vllm, ScaleConvention::deepgemm,
-                            ScaleConvention::nemo_refit})
+  const Case cases[] = {
+      {130, 200, 128, 128}, {3, 172, 1, 128}, {256, 384, 128, 128}, {17, 1000, 1, 128}, {5, 9, 5, 9}};
+  for (ScaleConvention c :
+       {ScaleConvention::te, ScaleConvention::vllm, ScaleConvention::deepgemm, ScaleConvention::nemo_refit})
     for (bool pow2 : {false, true})
       for (const Case& cs : cases) {
         ScaleOptions o;

@@ -39,8 +39,8 @@ Mat random_bf16(int rows, int cols, unsigned seed) {
 // partition of split_kv_partition positions runs its own online softmax, and the partitions merge
 // through their log-sum-exp (lse_i = m_i*c + log2(l_i), weights exp2(lse_i - lse), summed in
 // partition order with fma over acc_i/l_i).
-Mat naive_attention(const rlp::ModelSpec& sp, const rlp::PathStyle& st, const Mat& K, const Mat& V, const Mat& q,
-                    int pos0) {
+Mat naive_attention(const rlp::ModelSpec& sp, const rlp::PathStyle& st, const Mat& K, const Mat& V,
+                    const Mat& q, int pos0) {
   const int hd = sp.head_dim, group = sp.heads / sp.kv_heads, block = st.attn_block;
   const int partition = st.attention == rlp::AttentionKind::split_kv ? st.split_kv_partition : 1 << 30;
   const float c = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))) * std::numbers::log2e_v<float>;
@@ -72,7 +72,8 @@ Mat naive_attention(const rlp::ModelSpec& sp, const rlp::PathStyle& st, const Ma
             const float p = std::exp2(std::fma(s[static_cast<size_t>(j - b0)], c, -mc));
             l += p;
             const float pr = st.attn_p_round ? rlp::num::round_bf16(p) : p;
-            for (int d = 0; d < hd; ++d) acc[static_cast<size_t>(d)] = std::fma(pr, V(j, g * hd + d), acc[static_cast<size_t>(d)]);
+            for (int d = 0; d < hd; ++d)
+              acc[static_cast<size_t>(d)] = std::fma(pr, V(j, g * hd + d), acc[static_cast<size_t>(d)]);
           }
           m = m_new;
         }
@@ -82,7 +83,8 @@ Mat naive_attention(const rlp::ModelSpec& sp, const rlp::PathStyle& st, const Ma
       }
       if (ms.size() == 1) {
         const float inv = 1.0f / ls[0];
-        for (int d = 0; d < hd; ++d) out(r, h * hd + d) = rlp::num::round_bf16(accs[0][static_cast<size_t>(d)] * inv * 1.0f);
+        for (int d = 0; d < hd; ++d)
+          out(r, h * hd + d) = rlp::num::round_bf16(accs[0][static_cast<size_t>(d)] * inv * 1.0f);
       } else {
         std::vector<float> lse;
         float lse_max = -std::numeric_limits<float>::infinity();
@@ -110,7 +112,8 @@ void expect_same_bits(const Mat& a, const Mat& b, const std::string& what) {
   for (int i = 0; i < a.rows(); ++i)
     for (int j = 0; j < a.cols(); ++j) {
       const float x = a(i, j), y = b(i, j);
-      ASSERT_EQ(std::memcmp(&x, &y, sizeof x), 0) << what << " at (" << i << "," << j << "): " << x << " vs " << y;
+      ASSERT_EQ(std::memcmp(&x, &y, sizeof x), 0)
+          << what << " at (" << i << "," << j << "): " << x << " vs " << y;
     }
 }
 
@@ -120,7 +123,8 @@ TEST(AttentionOrder, FastKernelMatchesNaiveStatedOrder) {
       for (const bool p_round : {false, true})
         for (const int threads : {1, 2}) {
           const std::string what = "hd=" + std::to_string(hd) + " block=" + std::to_string(block) +
-                                   " p_round=" + std::to_string(p_round) + " threads=" + std::to_string(threads);
+                                   " p_round=" + std::to_string(p_round) +
+                                   " threads=" + std::to_string(threads);
           rlp::set_thread_count(threads);
           rlp::ModelSpec sp;
           sp.hidden = 4 * hd;
@@ -169,15 +173,16 @@ TEST(AttentionOrder, TiledRowsSplitKvAndGroupsMatchNaive) {
   struct Case {
     int hd, heads, kv_heads, block, partition;  // partition 0: flash
   };
-  const Case cases[] = {{16, 4, 4, 5, 0},   {24, 4, 2, 16, 0},  {64, 8, 2, 7, 0},   {16, 4, 1, 16, 24},
-                        {8, 4, 2, 5, 13},   {40, 4, 2, 1, 3},   {64, 4, 2, 16, 64}, {136, 2, 1, 32, 50},
+  const Case cases[] = {{16, 4, 4, 5, 0},   {24, 4, 2, 16, 0}, {64, 8, 2, 7, 0},   {16, 4, 1, 16, 24},
+                        {8, 4, 2, 5, 13},   {40, 4, 2, 1, 3},  {64, 4, 2, 16, 64}, {136, 2, 1, 32, 50},
                         {24, 6, 2, 128, 0}, {16, 4, 2, 3, 1}};
   for (const Case& cs : cases)
     for (const bool p_round : {false, true})
       for (const int threads : {1, 2}) {
         const std::string what = "hd=" + std::to_string(cs.hd) + " heads=" + std::to_string(cs.heads) + "/" +
                                  std::to_string(cs.kv_heads) + " block=" + std::to_string(cs.block) +
-                                 " partition=" + std::to_string(cs.partition) + " p_round=" + std::to_string(p_round) +
+                                 " partition=" + std::to_string(cs.partition) +
+                                 " p_round=" + std::to_string(p_round) +
                                  " threads=" + std::to_string(threads);
         rlp::set_thread_count(threads);
         rlp::ModelSpec sp;
@@ -213,7 +218,8 @@ TEST(AttentionOrder, TiledRowsSplitKvAndGroupsMatchNaive) {
         int r0 = 0;
         for (const int len : {11, 37, 19, 1, 22, 1, 1, 1}) {
           Mat o;
-          ops.attention(0, q.middleRows(r0, len), k.middleRows(r0, len), v.middleRows(r0, len), r0, cache2, o);
+          ops.attention(0, q.middleRows(r0, len), k.middleRows(r0, len), v.middleRows(r0, len), r0, cache2,
+                        o);
           expect_same_bits(o, ref.middleRows(r0, len), what + " chunk at " + std::to_string(r0));
           r0 += len;
         }

@@ -1,13 +1,14 @@
 // Replay attribution: a generated checkpoint with one layer made hard to quantize (an outlier input
 // channel) must rank that layer first; attribution is bit-identical across runs; knob attribution
 // lists every knob the recipe's paths differ in; KV-scale attribution; HDF5 round trip.
+#include "rlparity/replay/attribution.hpp"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 
 #include "rlparity/model/checkpoint_writer.hpp"
-#include "rlparity/replay/attribution.hpp"
 #include "rlparity/util/error.hpp"
 
 namespace rlp {
@@ -45,7 +46,8 @@ class Attribution : public ::testing::Test {
       for (const auto& [name, t] : raw.tensors()) {
         std::vector<float> v(static_cast<std::size_t>(t.numel()));
         t.to_float(v.data());
-        if (name == "model.layers.2.input_layernorm.weight" || name == "model.layers.2.post_attention_layernorm.weight")
+        if (name == "model.layers.2.input_layernorm.weight" ||
+            name == "model.layers.2.post_attention_layernorm.weight")
           v[5] = static_cast<float>(v[5] / co.outlier_scale);
         tensors.push_back(make_tensor(name, t.dtype, t.shape, v));
       }
@@ -102,7 +104,8 @@ TEST_F(Attribution, OutlierLayerRanksFirstAndRunsAreBitIdentical) {
   const auto& rec = cand.info.at("recommended");
   const int F = rec.at("bf16_first_layers").get<int>(), K = rec.at("bf16_last_layers").get<int>();
   EXPECT_TRUE(2 < F || 2 >= 4 - K) << F << " " << K;
-  EXPECT_LT(rec.at("mean_abs_log_ratio").get<double>(), cand.info.at("full_recipe").at("mean_abs_log_ratio").get<double>());
+  EXPECT_LT(rec.at("mean_abs_log_ratio").get<double>(),
+            cand.info.at("full_recipe").at("mean_abs_log_ratio").get<double>());
 
   const RunData b = attribute(ao);
   EXPECT_EQ(a.attribution, b.attribution);  // bit for bit, including the JSON info

@@ -1,5 +1,7 @@
 // Checkpoint loading: the stories260K fixture, generated checkpoints of every architecture, and
 // every kind of bad input, each error checked for the file and the tensor/key it must name.
+#include "rlparity/model/checkpoint.hpp"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -10,7 +12,6 @@
 #include <limits>
 #include <random>
 
-#include "rlparity/model/checkpoint.hpp"
 #include "rlparity/model/checkpoint_writer.hpp"
 #include "rlparity/numerics/formats.hpp"
 #include "rlparity/util/error.hpp"
@@ -51,7 +52,8 @@ void expect_input_error(const std::function<void()>& f, const std::vector<std::s
     f();
   } catch (const rlp::InputError& e) {
     const std::string msg = e.what();
-    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "message lacks '" << p << "': " << msg;
+    for (const auto& p : parts)
+      EXPECT_NE(msg.find(p), std::string::npos) << "message lacks '" << p << "': " << msg;
     return;
   } catch (const std::exception& e) {
     FAIL() << "expected InputError, got other exception: " << e.what();
@@ -254,7 +256,8 @@ TEST(Checkpoint, GeneratorIsDeterministicAndDtypesShareValues) {
   const Checkpoint ca = Checkpoint::open(a.out), cb = Checkpoint::open(b.out), cc = Checkpoint::open(c16.out),
                    cd = Checkpoint::open(sh.out);
   EXPECT_EQ(ca.content_hash(), cb.content_hash());
-  EXPECT_EQ(read_file(fs::path(a.out) / "model.safetensors"), read_file(fs::path(b.out) / "model.safetensors"));
+  EXPECT_EQ(read_file(fs::path(a.out) / "model.safetensors"),
+            read_file(fs::path(b.out) / "model.safetensors"));
   for (const auto& [name, v] : ca.tensors()) {
     const auto& w = cc.tensor(name);
     const auto& s = cd.tensor(name);
@@ -290,16 +293,19 @@ TEST(Checkpoint, OutlierChannelIsScaled) {
   rlp::write_random_checkpoint(a);
   rlp::write_random_checkpoint(b);
   const Checkpoint ca = Checkpoint::open(a.out), cb = Checkpoint::open(b.out);
-  for (const char* t : {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
-                        "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight", "self_attn.o_proj.weight"}) {
-    const bool scaled = std::string(t).find("down") == std::string::npos && std::string(t).find("o_proj") == std::string::npos;
+  for (const char* t :
+       {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+        "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight", "self_attn.o_proj.weight"}) {
+    const bool scaled = std::string(t).find("down") == std::string::npos &&
+                        std::string(t).find("o_proj") == std::string::npos;
     for (int layer : {0, 1}) {
       const auto& va = ca.tensor(rlp::layer_tensor_name(layer, t));
       const auto& vb = cb.tensor(rlp::layer_tensor_name(layer, t));
       const int64_t cols = va.shape[1];
       for (int64_t i = 0; i < va.numel(); ++i) {
         const bool outlier = scaled && layer == 1 && i % cols == 5;
-        ASSERT_EQ(vb.at(i), outlier ? static_cast<float>(va.at(i) * 50.0) : va.at(i)) << t << " " << layer << " " << i;
+        ASSERT_EQ(vb.at(i), outlier ? static_cast<float>(va.at(i) * 50.0) : va.at(i))
+            << t << " " << layer << " " << i;
       }
     }
   }
@@ -337,7 +343,8 @@ TEST(Checkpoint, UnusedTensorsAreListed) {
   o.tied = true;
   rlp::write_random_checkpoint(o);
   rewrite(o.out, [](std::vector<rlp::TensorData>& ts) {
-    ts.push_back(rlp::make_tensor("model.layers.0.self_attn.rotary_emb.inv_freq", DType::f32, {4}, {1, 2, 3, 4}));
+    ts.push_back(
+        rlp::make_tensor("model.layers.0.self_attn.rotary_emb.inv_freq", DType::f32, {4}, {1, 2, 3, 4}));
     ts.push_back(rlp::make_tensor("lm_head.weight", DType::f32, {64, 32}, std::vector<float>(64 * 32, 0.5f)));
   });
   const Checkpoint c = Checkpoint::open(o.out);
@@ -346,7 +353,8 @@ TEST(Checkpoint, UnusedTensorsAreListed) {
   // Tied, but lm_head present with the wrong shape: refused.
   rewrite(o.out, [](std::vector<rlp::TensorData>& ts) {
     for (auto& t : ts)
-      if (t.name == "lm_head.weight") t = rlp::make_tensor("lm_head.weight", DType::f32, {32, 64}, std::vector<float>(64 * 32, 0.5f));
+      if (t.name == "lm_head.weight")
+        t = rlp::make_tensor("lm_head.weight", DType::f32, {32, 64}, std::vector<float>(64 * 32, 0.5f));
   });
   expect_input_error([&] { Checkpoint::open(o.out); }, {"model.safetensors", "lm_head.weight", "[32, 64]"});
 }
@@ -405,28 +413,33 @@ TEST_F(BadFile, OverlappingRanges) {
 }
 
 TEST_F(BadFile, UnsupportedAndUnknownDtype) {
-  write_file(file, raw_safetensors(R"({"x": {"dtype": "F64", "shape": [1], "data_offsets": [0, 8]}})", std::string(8, '\0')));
+  write_file(file, raw_safetensors(R"({"x": {"dtype": "F64", "shape": [1], "data_offsets": [0, 8]}})",
+                                   std::string(8, '\0')));
   expect({"'x'", "F64", "not supported"});
-  write_file(file, raw_safetensors(R"({"w": {"dtype": "FLOAT", "shape": [2], "data_offsets": [0, 8]}})", std::string(8, '\0')));
+  write_file(file, raw_safetensors(R"({"w": {"dtype": "FLOAT", "shape": [2], "data_offsets": [0, 8]}})",
+                                   std::string(8, '\0')));
   expect({"'w'", "unknown dtype 'FLOAT'"});
 }
 
 TEST_F(BadFile, ByteSizeMismatch) {
-  write_file(file, raw_safetensors(R"({"x": {"dtype": "BF16", "shape": [3], "data_offsets": [0, 8]}})", std::string(8, '\0')));
+  write_file(file, raw_safetensors(R"({"x": {"dtype": "BF16", "shape": [3], "data_offsets": [0, 8]}})",
+                                   std::string(8, '\0')));
   expect({"'x'", "needs 6 bytes", "span 8 bytes"});
 }
 
 TEST_F(BadFile, HugeShapeOverflows) {
-  write_file(file, raw_safetensors(
-                       R"({"x": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 8]}})",
-                       std::string(8, '\0')));
+  write_file(
+      file,
+      raw_safetensors(R"({"x": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 8]}})",
+                      std::string(8, '\0')));
   expect({"'x'", "too large"});
 }
 
 TEST_F(BadFile, NegativeShapeAndBadOffsets) {
   write_file(file, raw_safetensors(R"({"x": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 0]}})", ""));
   expect({"'x'", "shape"});
-  write_file(file, raw_safetensors(R"({"x": {"dtype": "F32", "shape": [0], "data_offsets": [8, 4]}})", std::string(8, '\0')));
+  write_file(file, raw_safetensors(R"({"x": {"dtype": "F32", "shape": [0], "data_offsets": [8, 4]}})",
+                                   std::string(8, '\0')));
   expect({"'x'", "begin after end"});
 }
 
@@ -489,13 +502,15 @@ TEST(CheckpointNonFinite, LastElementOutsideWholeWords) {
         t = rlp::make_tensor(t.name, dt, t.shape, v);
       }
     });
-    expect_input_error([&] { Checkpoint::open(tmp.str()); }, {"model.norm.weight", "index 33", "model.safetensors"});
+    expect_input_error([&] { Checkpoint::open(tmp.str()); },
+                       {"model.norm.weight", "index 33", "model.safetensors"});
   }
 }
 
 TEST_F(BadFile, NonFiniteInUnusedTensorIsAccepted) {
   rewrite(tmp.str(), [](std::vector<rlp::TensorData>& ts) {
-    ts.push_back(rlp::make_tensor("extra.weight", DType::f32, {2}, {1.0f, std::numeric_limits<float>::infinity()}));
+    ts.push_back(
+        rlp::make_tensor("extra.weight", DType::f32, {2}, {1.0f, std::numeric_limits<float>::infinity()}));
   });
   const Checkpoint c = Checkpoint::open(tmp.str());
   EXPECT_EQ(c.unused_tensors(), std::vector<std::string>{"extra.weight"});
@@ -538,13 +553,15 @@ TEST(CheckpointDir, Shards) {
   json ix = json::parse(index_text);
   ix["weight_map"]["model.norm.weight"] = "model-00001-of-00003.safetensors";
   write_file(index, ix.dump());
-  expect_input_error([&] { Checkpoint::open(tmp.str()); }, {"model.norm.weight", "model-00003-of-00003.safetensors"});
+  expect_input_error([&] { Checkpoint::open(tmp.str()); },
+                     {"model.norm.weight", "model-00003-of-00003.safetensors"});
 
   // Index lists a tensor no shard has.
   ix = json::parse(index_text);
   ix["weight_map"]["model.extra"] = "model-00001-of-00003.safetensors";
   write_file(index, ix.dump());
-  expect_input_error([&] { Checkpoint::open(tmp.str()); }, {"model.extra", "model-00001-of-00003.safetensors", "missing"});
+  expect_input_error([&] { Checkpoint::open(tmp.str()); },
+                     {"model.extra", "model-00001-of-00003.safetensors", "missing"});
 
   // A tensor in a shard that the index does not list.
   ix = json::parse(index_text);
@@ -567,22 +584,24 @@ TEST(CheckpointDir, Shards) {
   ix = json::parse(index_text);
   ix["weight_map"]["model.norm.weight"] = "../evil.safetensors";
   write_file(index, ix.dump());
-  expect_input_error([&] { Checkpoint::open(tmp.str()); }, {index.string(), "model.norm.weight", "plain file name"});
+  expect_input_error([&] { Checkpoint::open(tmp.str()); },
+                     {index.string(), "model.norm.weight", "plain file name"});
   write_file(index, "{");
   expect_input_error([&] { Checkpoint::open(tmp.str()); }, {index.string(), "invalid JSON"});
 
   // Both layouts at once.
   write_file(index, index_text);
   write_file(tmp / "model.safetensors", s2_bytes);
-  expect_input_error([&] { Checkpoint::open(tmp.str()); }, {"both model.safetensors and model.safetensors.index.json"});
+  expect_input_error([&] { Checkpoint::open(tmp.str()); },
+                     {"both model.safetensors and model.safetensors.index.json"});
 }
 
 TEST(CheckpointDir, BadConfigInDirectoryNamesFile) {
   TempDir tmp;
   rlp::write_random_checkpoint(small("mistral", tmp.str()));
   edit_config(tmp.str(), [](json& c) { c["sliding_window"] = 4096; });
-  expect_input_error([&] { Checkpoint::open(tmp.str()); },
-                     {(tmp / "config.json").string(), "sliding_window", "sliding-window attention is not supported"});
+  expect_input_error([&] { Checkpoint::open(tmp.str()); }, {(tmp / "config.json").string(), "sliding_window",
+                                                            "sliding-window attention is not supported"});
 }
 
 TEST(ModelSpec, RefusesUnsupportedConfigsByName) {
@@ -594,18 +613,46 @@ TEST(ModelSpec, RefusesUnsupportedConfigsByName) {
     all.push_back(src);
     expect_input_error([&] { rlp::parse_model_spec(c, src); }, all);
   };
-  expect_bad([](json& c) { c["architectures"] = {"GPT2LMHeadModel"}; }, {"architectures", "GPT2LMHeadModel", "not supported"});
+  expect_bad([](json& c) { c["architectures"] = {"GPT2LMHeadModel"}; },
+             {"architectures", "GPT2LMHeadModel", "not supported"});
   expect_bad([](json& c) { c.erase("architectures"); }, {"architectures", "missing"});
   expect_bad([](json& c) { c["hidden_act"] = "gelu"; }, {"hidden_act", "gelu"});
-  expect_bad([](json& c) { c["architectures"] = {"MistralForCausalLM"}; c["model_type"] = "mistral"; c["sliding_window"] = 4096; },
-             {"sliding_window", "not supported"});
-  expect_bad([](json& c) { c["architectures"] = {"Qwen2ForCausalLM"}; c["model_type"] = "qwen2"; c["use_sliding_window"] = true; },
-             {"use_sliding_window", "not supported"});
-  expect_bad([](json& c) { c["architectures"] = {"Qwen3ForCausalLM"}; c["model_type"] = "qwen3"; }, {"head_dim", "missing"});
+  expect_bad(
+      [](json& c) {
+        c["architectures"] = {"MistralForCausalLM"};
+        c["model_type"] = "mistral";
+        c["sliding_window"] = 4096;
+      },
+      {"sliding_window", "not supported"});
+  expect_bad(
+      [](json& c) {
+        c["architectures"] = {"Qwen2ForCausalLM"};
+        c["model_type"] = "qwen2";
+        c["use_sliding_window"] = true;
+      },
+      {"use_sliding_window", "not supported"});
+  expect_bad(
+      [](json& c) {
+        c["architectures"] = {"Qwen3ForCausalLM"};
+        c["model_type"] = "qwen3";
+      },
+      {"head_dim", "missing"});
   expect_bad([](json& c) { c["model_type"] = "qwen2"; }, {"model_type"});
-  expect_bad([](json& c) { c["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}}; }, {"rope_scaling", "yarn"});
-  expect_bad([](json& c) { c["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}}; }, {"rope_scaling", "linear"});
-  expect_bad([](json& c) { c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}}; }, {"rope_scaling.low_freq_factor"});
+  expect_bad(
+      [](json& c) {
+        c["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+      },
+      {"rope_scaling", "yarn"});
+  expect_bad(
+      [](json& c) {
+        c["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+      },
+      {"rope_scaling", "linear"});
+  expect_bad(
+      [](json& c) {
+        c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
+      },
+      {"rope_scaling.low_freq_factor"});
   expect_bad([](json& c) { c["attention_bias"] = true; }, {"attention_bias"});
   expect_bad([](json& c) { c["mlp_bias"] = true; }, {"mlp_bias"});
   expect_bad([](json& c) { c["num_key_value_heads"] = 3; }, {"num_key_value_heads"});
@@ -631,7 +678,10 @@ TEST(ModelSpec, AcceptsHuggingFaceVariants) {
   EXPECT_EQ(s.rope_scaling.type, rlp::RopeScaling::Type::none);
   EXPECT_FALSE(s.tied_embeddings);  // HF default when absent
 
-  c["rope_scaling"] = {{"type", "llama3"}, {"factor", 32.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+  c["rope_scaling"] = {{"type", "llama3"},
+                       {"factor", 32.0},
+                       {"low_freq_factor", 1.0},
+                       {"high_freq_factor", 4.0},
                        {"original_max_position_embeddings", 8192}};
   c["rope_theta"] = 500000.0;
   c["head_dim"] = 16;  // explicit head_dim on Llama: heads * head_dim may differ from hidden

@@ -116,12 +116,14 @@ TEST(CompareDumps, PrimeRlTokenExport) {
   std::filesystem::create_directories(d.path() / "token_exports" / "step_3");
   std::filesystem::create_directories(d.path() / "token_exports" / "step_10");
   // positions: prompt 1 2 | response 10 11 | tool 50 (unmasked, dropped) | response 12
-  write_text(d / "token_exports/step_3/rank_0.jsonl",
-             R"({"schema_version":1,"step":3,"export_step":3,"rank":0,"micro_step":0,"micro_sequence_idx":0,"export_sequence_idx":0,"run_id":null,"env_name":"x","token_ids":[1,2,10,11,50,12],"position_ids":[0,1,2,3,4,5],"loss_mask":[false,false,true,true,false,true],"inference_logprobs":[0.0,0.0,-1.0,-2.0,0.0,-0.5],"trainer_logprobs":[0.0,0.0,-1.1,-1.8,0.0,-0.5],"entropy":[0,0,0,0,0,0]})"
-             "\n");
-  write_text(d / "token_exports/step_10/rank_1.jsonl",
-             R"({"step":10,"export_step":10,"rank":1,"export_sequence_idx":0,"token_ids":[4,13],"loss_mask":[false,true],"inference_logprobs":[0.0,-0.25],"trainer_logprobs":[0.0,-0.25]})"
-             "\n");
+  write_text(
+      d / "token_exports/step_3/rank_0.jsonl",
+      R"({"schema_version":1,"step":3,"export_step":3,"rank":0,"micro_step":0,"micro_sequence_idx":0,"export_sequence_idx":0,"run_id":null,"env_name":"x","token_ids":[1,2,10,11,50,12],"position_ids":[0,1,2,3,4,5],"loss_mask":[false,false,true,true,false,true],"inference_logprobs":[0.0,0.0,-1.0,-2.0,0.0,-0.5],"trainer_logprobs":[0.0,0.0,-1.1,-1.8,0.0,-0.5],"entropy":[0,0,0,0,0,0]})"
+      "\n");
+  write_text(
+      d / "token_exports/step_10/rank_1.jsonl",
+      R"({"step":10,"export_step":10,"rank":1,"export_sequence_idx":0,"token_ids":[4,13],"loss_mask":[false,true],"inference_logprobs":[0.0,-0.25],"trainer_logprobs":[0.0,-0.25]})"
+      "\n");
   std::size_t dropped = 0;
   std::vector<std::string> files;
   for (const std::string& dir : std::vector<std::string>{d.path().string(), d / "token_exports"}) {
@@ -142,19 +144,22 @@ TEST(CompareDumps, PrimeRlTokenExport) {
   ASSERT_EQ(one_step.size(), 1u);
   EXPECT_THROW(read_prime_rl_exports(d / "nothing"), InputError);
 
-  write_text(d / "token_exports/step_10/rank_1.jsonl",
-             R"({"step":10,"export_step":10,"rank":1,"export_sequence_idx":0,"token_ids":[4,13],"loss_mask":[false,true],"inference_logprobs":[0.0,null],"trainer_logprobs":[0.0,-0.25]})"
-             "\n");
+  write_text(
+      d / "token_exports/step_10/rank_1.jsonl",
+      R"({"step":10,"export_step":10,"rank":1,"export_sequence_idx":0,"token_ids":[4,13],"loss_mask":[false,true],"inference_logprobs":[0.0,null],"trainer_logprobs":[0.0,-0.25]})"
+      "\n");
   const std::string m = input_error_message([&] { read_prime_rl_exports(d / "token_exports"); });
   EXPECT_NE(m.find("rank_1.jsonl:1"), std::string::npos) << m;
   EXPECT_NE(m.find("step_10/rank_1/0"), std::string::npos) << m;
-  write_text(d / "token_exports/step_10/rank_1.jsonl",
-             R"({"step":10,"export_step":10,"rank":1,"export_sequence_idx":0,"token_ids":[4,13],"loss_mask":[false],"inference_logprobs":[0.0,-0.1],"trainer_logprobs":[0.0,-0.25]})"
-             "\n");
+  write_text(
+      d / "token_exports/step_10/rank_1.jsonl",
+      R"({"step":10,"export_step":10,"rank":1,"export_sequence_idx":0,"token_ids":[4,13],"loss_mask":[false],"inference_logprobs":[0.0,-0.1],"trainer_logprobs":[0.0,-0.25]})"
+      "\n");
   EXPECT_THROW(read_prime_rl_exports(d / "token_exports"), InputError);
-  write_text(d / "token_exports/step_10/rank_1.jsonl",
-             R"({"step":10,"export_step":10,"rank":1,"export_sequence_idx":0,"token_ids":[4,13],"loss_mask":[false,false],"inference_logprobs":[0.0,-0.1],"trainer_logprobs":[0.0,-0.25]})"
-             "\n");
+  write_text(
+      d / "token_exports/step_10/rank_1.jsonl",
+      R"({"step":10,"export_step":10,"rank":1,"export_sequence_idx":0,"token_ids":[4,13],"loss_mask":[false,false],"inference_logprobs":[0.0,-0.1],"trainer_logprobs":[0.0,-0.25]})"
+      "\n");
   EXPECT_THROW(read_prime_rl_exports(d / "token_exports"), InputError);
 }
 
@@ -175,7 +180,8 @@ TEST(CompareDumps, EveryBadCombinedInputNamesSequenceAndLine) {
        "sequence 's3': \"gen_logprobs\"[0] = null is not a finite number"},
       {R"({"id": "s4", "prompt": [1], "response": [2], "gen_logprobs": [-1.0], "train_logprobs": [0.5]})",
        "sequence 's4': \"train_logprobs\"[0] = 0.5 is positive"},
-      {R"({"id": "s5", "prompt": [1], "response": [2], "gen_logprobs": [-1.0], "train_logprobs": [1e400]})", "number overflow"},  // rejected by the JSON parser
+      {R"({"id": "s5", "prompt": [1], "response": [2], "gen_logprobs": [-1.0], "train_logprobs": [1e400]})",
+       "number overflow"},  // rejected by the JSON parser
       {R"({"id": "s6", "prompt": [1], "response": [], "gen_logprobs": [], "train_logprobs": []})",
        "sequence 's6': \"response\" is empty"},
       {R"({"id": "s7", "prompt": [1], "gen_logprobs": [-1.0], "train_logprobs": [-1.0]})",
@@ -188,12 +194,14 @@ TEST(CompareDumps, EveryBadCombinedInputNamesSequenceAndLine) {
        "sequence 's10': missing \"gen_logprobs\""},
       {R"({"id": "ok", "prompt": [1], "response": [2], "gen_logprobs": [-1.0], "train_logprobs": [-1.0]})",
        "duplicate sequence id 'ok' (first at"},
-      {R"({"prompt": [1], "response": [2], "gen_logprobs": [-1.0], "train_logprobs": [-1.0]})", "missing \"id\""},
+      {R"({"prompt": [1], "response": [2], "gen_logprobs": [-1.0], "train_logprobs": [-1.0]})",
+       "missing \"id\""},
       {R"({"id": [1], "prompt": [1], "response": [2]})", "\"id\" must be a string or an integer"},
       {R"({"id": "", "prompt": [1], "response": [2]})", "\"id\" is empty"},
       {R"({"id": "s11", "prompt": [1], "response": [2], "gen_logprobs": [-1e-7], "train_logprobs": [2e-6]})",
        "sequence 's11': \"train_logprobs\"[0]"},
-      {R"({"id": "s12", "response": [2], "gen_logprobs": "x", "train_logprobs": [-1.0]})", "must be an array"},
+      {R"({"id": "s12", "response": [2], "gen_logprobs": "x", "train_logprobs": [-1.0]})",
+       "must be an array"},
       {"not json", "not valid JSON"},
       {"[1, 2]", "expected a JSON object"},
   };
@@ -205,7 +213,8 @@ TEST(CompareDumps, EveryBadCombinedInputNamesSequenceAndLine) {
   }
   // Tiny positive rounding (<= 1e-6) is accepted.
   write_text(d / "d.jsonl",
-             R"({"id": "t", "prompt": [], "response": [2], "gen_logprobs": [1e-7], "train_logprobs": [0.0]})" "\n");
+             R"({"id": "t", "prompt": [], "response": [2], "gen_logprobs": [1e-7], "train_logprobs": [0.0]})"
+             "\n");
   EXPECT_NO_THROW(read_combined_dump(d / "d.jsonl"));
   // File-level problems.
   EXPECT_THROW(read_combined_dump(d / "missing.jsonl"), InputError);
@@ -266,7 +275,10 @@ TEST(CompareCli, WritesRunFileAndGatesIt) {
   EXPECT_EQ(back.recipes[0].tokens.count("logp_oracle"), 0u);
   // Exists: refused without --force.
   EXPECT_EQ(run({"compare", "--dump", d / "dump.jsonl", "--out", d / "c.h5"}).code, 2);
-  EXPECT_EQ(run({"compare", "--dump", d / "dump.jsonl", "--name", "vllm", "--out", d / "c.h5", "--force", "-q"}).code, 0);
+  EXPECT_EQ(
+      run({"compare", "--dump", d / "dump.jsonl", "--name", "vllm", "--out", d / "c.h5", "--force", "-q"})
+          .code,
+      0);
   // gen_kl_error = 0.0087 > 0.002: the nemo-rl preset fails; verl passes (ess 0.98, |k1| 0.033, chi2 0.10,
   // probs diff 0.0217 > 0.01 fails).
   r = run({"gate", d / "c.h5", "--preset", "nemo-rl"});
@@ -281,7 +293,8 @@ TEST(CompareCli, WritesRunFileAndGatesIt) {
   EXPECT_NE(r.out.find("sampled-token k1/k3 only"), std::string::npos) << r.out;
   // Usage errors.
   EXPECT_EQ(run({"compare", "--out", d / "x.h5"}).code, 2);
-  EXPECT_EQ(run({"compare", "--dump", d / "dump.jsonl", "--gen", d / "dump.jsonl", "--out", d / "x.h5"}).code, 2);
+  EXPECT_EQ(run({"compare", "--dump", d / "dump.jsonl", "--gen", d / "dump.jsonl", "--out", d / "x.h5"}).code,
+            2);
   EXPECT_EQ(run({"compare", "--gen", d / "dump.jsonl", "--out", d / "x.h5"}).code, 2);
   EXPECT_EQ(run({"compare", "--dump", d / "missing.jsonl", "--out", d / "x.h5"}).code, 2);
   EXPECT_FALSE(std::filesystem::exists(d / "x.h5"));

@@ -22,15 +22,16 @@ using CudaBackendCli = rlp_test::ScratchDirTest;
 
 TEST_F(CudaBackendCli, NoGpuIsOneClearErrorWithExitCode2) {
   const fs::path out = dir_ / "run.h5";
-  const Result r = run(std::string(RLPARITY_CLI_PATH) + " replay --backend cuda --max-new-tokens 3 --no-oracle -q -o " +
-                       out.string());
+  const Result r = run(std::string(RLPARITY_CLI_PATH) +
+                       " replay --backend cuda --max-new-tokens 3 --no-oracle -q -o " + out.string());
   if (r.code == 0) {
     // A usable GPU: the run must have written its file.
     EXPECT_TRUE(fs::exists(out)) << r.output;
     GTEST_SKIP() << "a CUDA device is present; the no-GPU error path cannot be exercised here";
   }
   EXPECT_EQ(r.code, 2) << r.output;
-  const bool no_device = r.output.find("rlparity: error: --backend cuda: no CUDA device: ") != std::string::npos;
+  const bool no_device =
+      r.output.find("rlparity: error: --backend cuda: no CUDA device: ") != std::string::npos;
   const bool no_toolkit =
       r.output.find("rlparity: error: --backend cuda: this build has no CUDA backend") != std::string::npos;
   EXPECT_TRUE(no_device || no_toolkit) << r.output;
@@ -40,7 +41,8 @@ TEST_F(CudaBackendCli, NoGpuIsOneClearErrorWithExitCode2) {
 }
 
 TEST_F(CudaBackendCli, UnknownBackendIsRejected) {
-  const Result r = run(std::string(RLPARITY_CLI_PATH) + " replay --backend tpu -q -o " + (dir_ / "x.h5").string());
+  const Result r =
+      run(std::string(RLPARITY_CLI_PATH) + " replay --backend tpu -q -o " + (dir_ / "x.h5").string());
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("--backend tpu: expected cpu or cuda"), std::string::npos) << r.output;
 }
@@ -52,7 +54,8 @@ TEST_F(CudaBackendCli, UnknownCudaGemmModeIsRejected) {
     const Result r = run(std::string(RLPARITY_CLI_PATH) + " replay --backend " + backend +
                          " --cuda-gemm tensorcore -q -o " + out.string());
     EXPECT_EQ(r.code, 2) << r.output;
-    EXPECT_NE(r.output.find("--cuda-gemm tensorcore: expected cublaslt or exact"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("--cuda-gemm tensorcore: expected cublaslt or exact"), std::string::npos)
+        << r.output;
     EXPECT_FALSE(fs::exists(out));
   }
 }
@@ -60,8 +63,8 @@ TEST_F(CudaBackendCli, UnknownCudaGemmModeIsRejected) {
 // The run file names the backend as a root attribute (docs/hdf5-schema.md).
 TEST_F(CudaBackendCli, CpuRunRecordsItsBackend) {
   const fs::path out = dir_ / "cpu.h5";
-  const Result r = run(std::string(RLPARITY_CLI_PATH) + " replay --max-new-tokens 2 --no-oracle --recipes bf16 -q -o " +
-                       out.string());
+  const Result r = run(std::string(RLPARITY_CLI_PATH) +
+                       " replay --max-new-tokens 2 --no-oracle --recipes bf16 -q -o " + out.string());
   ASSERT_EQ(r.code, 0) << r.output;
   const hid_t f = H5Fopen(out.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   ASSERT_GE(f, 0);

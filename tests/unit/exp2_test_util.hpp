@@ -2,11 +2,11 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <algorithm>
 #include <vector>
 
 #include "rlparity/numerics/exp2.hpp"
@@ -15,8 +15,8 @@
 
 namespace rlp_test {
 
-using rlp::num::exp2f_model;
 using rlp::num::exp2_model_inplace;
+using rlp::num::exp2f_model;
 
 inline float from_bits(uint32_t u) {
   float f;
@@ -49,8 +49,8 @@ inline uint64_t check_range(uint64_t lo, uint64_t hi, uint64_t step) {
         const float s = exp2f_model(v[i]);
         if (bits(s) != bits(want) || bits(vec[i]) != bits(want)) {
           if (bad.fetch_add(1) < 5)
-            ADD_FAILURE() << "x=" << v[i] << " (0x" << std::hex << bits(v[i]) << ") std::exp2 0x" << bits(want)
-                          << " scalar 0x" << bits(s) << " vector 0x" << bits(vec[i]);
+            ADD_FAILURE() << "x=" << v[i] << " (0x" << std::hex << bits(v[i]) << ") std::exp2 0x"
+                          << bits(want) << " scalar 0x" << bits(s) << " vector 0x" << bits(vec[i]);
         }
       }
     }

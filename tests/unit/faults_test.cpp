@@ -92,8 +92,10 @@ class Faults : public ::testing::Test {
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     inputs_ = (dir_ / "in.jsonl").string();
-    std::ofstream(inputs_) << R"({"id": "a", "prompt": [1, 295, 369, 309], "response": [300, 301, 302]})" << "\n"
-                           << R"({"id": "b", "prompt": [1, 306], "response": [12, 13]})" << "\n";
+    std::ofstream(inputs_) << R"({"id": "a", "prompt": [1, 295, 369, 309], "response": [300, 301, 302]})"
+                           << "\n"
+                           << R"({"id": "b", "prompt": [1, 306], "response": [12, 13]})"
+                           << "\n";
   }
   void TearDown() override {
     std::error_code ec;
@@ -125,8 +127,8 @@ TEST_F(Faults, OutputFileSizeLimitMidWriteGivesClearErrorAndRemovesTemporary) {
   const std::string out = (out_dir / "run.h5").string();
   ChildSetup setup;
   setup.fsize_limit = 8192;  // the run file needs more: the write fails part way (EFBIG, as on a full disk)
-  const Result r = run_cli({"replay", "--quiet", "--threads", "2", "--recipes", "bf16", "--no-oracle", "--inputs",
-                            inputs_, "--out", out},
+  const Result r = run_cli({"replay", "--quiet", "--threads", "2", "--recipes", "bf16", "--no-oracle",
+                            "--inputs", inputs_, "--out", out},
                            setup);
   EXPECT_EQ(r.signal, 0) << r.output;
   EXPECT_NE(r.code, 0) << r.output;
@@ -135,8 +137,8 @@ TEST_F(Faults, OutputFileSizeLimitMidWriteGivesClearErrorAndRemovesTemporary) {
   EXPECT_TRUE(entries(out_dir).empty()) << "left behind: " << ::testing::PrintToString(entries(out_dir));
 
   // The same run without the limit succeeds (the limit, not the run, caused the failure).
-  const Result ok = run_cli({"replay", "--quiet", "--threads", "2", "--recipes", "bf16", "--no-oracle", "--inputs",
-                             inputs_, "--out", out});
+  const Result ok = run_cli({"replay", "--quiet", "--threads", "2", "--recipes", "bf16", "--no-oracle",
+                             "--inputs", inputs_, "--out", out});
   EXPECT_EQ(ok.code, 0) << ok.output;
   EXPECT_EQ(entries(out_dir), std::vector<std::string>{"run.h5"});
 }
@@ -147,8 +149,8 @@ TEST_F(Faults, OutputDirectoryRemovedBeforeWriteIsAClearError) {
   // under a path that is a regular file: the up-front check must refuse it the same way.
   const fs::path blocker = dir_ / "not_a_dir";
   std::ofstream(blocker) << "x";
-  const Result r = run_cli({"replay", "--quiet", "--recipes", "bf16", "--no-oracle", "--inputs", inputs_, "--out",
-                            (blocker / "run.h5").string()});
+  const Result r = run_cli({"replay", "--quiet", "--recipes", "bf16", "--no-oracle", "--inputs", inputs_,
+                            "--out", (blocker / "run.h5").string()});
   EXPECT_NE(r.code, 0) << r.output;
   EXPECT_NE(r.code, 3) << r.output;
   EXPECT_NE(r.output.find("does not exist"), std::string::npos) << r.output;
@@ -168,11 +170,13 @@ TEST_F(Faults, ReadOnlyCheckpointDirectoryWorks) {
   ChildSetup setup;
   setup.drop_root = true;
   const auto before = entries(ck);
-  const Result r = run_cli({"replay", "--quiet", "--threads", "2", "--recipes", "bf16,fp8-gen", "--checkpoint",
-                            ck.string(), "--inputs", inputs_, "--out", (out_dir / "run.h5").string()},
-                           setup);
+  const Result r =
+      run_cli({"replay", "--quiet", "--threads", "2", "--recipes", "bf16,fp8-gen", "--checkpoint",
+               ck.string(), "--inputs", inputs_, "--out", (out_dir / "run.h5").string()},
+              setup);
   if (r.code == 121) GTEST_SKIP() << "cannot drop root privileges here";
-  if (r.code == 123) GTEST_SKIP() << "the CLI is not reachable by an unprivileged user here (private parent directory)";
+  if (r.code == 123)
+    GTEST_SKIP() << "the CLI is not reachable by an unprivileged user here (private parent directory)";
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(fs::exists(out_dir / "run.h5"));
   EXPECT_EQ(entries(ck), before) << "nothing may be created in the checkpoint directory";

@@ -18,13 +18,12 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <numbers>
 #include <ostream>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "rlparity/model/checkpoint.hpp"
 #include "rlparity/model/checkpoint_writer.hpp"
@@ -47,7 +46,8 @@ class TempDir {
   TempDir() {
     static std::atomic<int> counter{0};
     std::random_device rd;
-    path_ = fs::temp_directory_path() / ("rlp_fwdref_" + std::to_string(rd()) + "_" + std::to_string(counter++));
+    path_ =
+        fs::temp_directory_path() / ("rlp_fwdref_" + std::to_string(rd()) + "_" + std::to_string(counter++));
     fs::create_directories(path_);
   }
   ~TempDir() {
@@ -92,10 +92,12 @@ struct NaiveModel {
 Vec naive_inv_freq(const json& c, int64_t hd) {
   const double base = c.value("rope_theta", 10000.0);
   Vec inv(sz(hd / 2));
-  for (int64_t j = 0; j < hd; j += 2) inv[sz(j / 2)] = 1.0 / std::pow(base, static_cast<double>(j) / static_cast<double>(hd));
+  for (int64_t j = 0; j < hd; j += 2)
+    inv[sz(j / 2)] = 1.0 / std::pow(base, static_cast<double>(j) / static_cast<double>(hd));
   if (!c.contains("rope_scaling") || c.at("rope_scaling").is_null()) return inv;
   const json& rs = c.at("rope_scaling");
-  const std::string type = rs.contains("rope_type") ? rs.at("rope_type").get<std::string>() : rs.at("type").get<std::string>();
+  const std::string type =
+      rs.contains("rope_type") ? rs.at("rope_type").get<std::string>() : rs.at("type").get<std::string>();
   if (type == "default") return inv;
   EXPECT_EQ(type, "llama3");
   const double factor = rs.at("factor").get<double>();
@@ -108,7 +110,8 @@ Vec naive_inv_freq(const json& c, int64_t hd) {
     const double wavelen = 2.0 * std::numbers::pi / f;
     // inv_freq_llama = where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
     const double llama = wavelen > low_freq_wavelen ? f / factor : f;
-    const double smooth = (old_context_len / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
+    const double smooth =
+        (old_context_len / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
     const double smoothed = (1.0 - smooth) * llama / factor + smooth * llama;
     const bool is_medium = !(wavelen < high_freq_wavelen) && !(wavelen > low_freq_wavelen);
     f = is_medium ? smoothed : llama;
@@ -306,7 +309,9 @@ rlp::RandomCheckpointOptions base(const std::string& arch) {
 
 std::vector<Case> cases() {
   std::vector<Case> cs;
-  auto add = [&](const std::string& label, rlp::RandomCheckpointOptions o) { cs.push_back({label, std::move(o)}); };
+  auto add = [&](const std::string& label, rlp::RandomCheckpointOptions o) {
+    cs.push_back({label, std::move(o)});
+  };
   add("llama_untied", base("llama"));
   {
     auto o = base("llama");
@@ -408,11 +413,10 @@ TEST_P(ForwardReference, OracleMatchesNaiveReference) {
   auto cache = ops.new_cache(T);
   OMat lp;
   std::vector<OMat> hidden;
-  rlp::forward<rlp::OracleOps>(ops, cache, tokens.data(), T, 0, lp,
-                               [&](int layer, const OMat& h) {
-                                 EXPECT_EQ(layer, static_cast<int>(hidden.size()));
-                                 hidden.push_back(h);
-                               });
+  rlp::forward<rlp::OracleOps>(ops, cache, tokens.data(), T, 0, lp, [&](int layer, const OMat& h) {
+    EXPECT_EQ(layer, static_cast<int>(hidden.size()));
+    hidden.push_back(h);
+  });
   ASSERT_EQ(lp.rows(), T);
   ASSERT_EQ(lp.cols(), o.vocab);
   EXPECT_EQ(cache.length, T);
@@ -527,7 +531,8 @@ TEST_P(ForwardReference, EmulatedPathsRunAndStayNearOracle) {
     double worst = 0.0;
     for (int t = 0; t < T; ++t)
       for (int j = 0; j < o.vocab; ++j) {
-        ASSERT_TRUE(std::isfinite(all(t, j))) << c.label << " " << style.name << " row " << t << " token " << j;
+        ASSERT_TRUE(std::isfinite(all(t, j)))
+            << c.label << " " << style.name << " row " << t << " token " << j;
         ASSERT_LE(all(t, j), 1e-6) << c.label << " " << style.name;  // a log-probability
         worst = std::max(worst, std::abs(static_cast<double>(all(t, j)) - truth(t, j)));
       }

@@ -3,14 +3,13 @@
 // target drives; plus in-memory variants deep enough to overflow the stack of an unsanitized
 // release build. See docs/robustness.md.
 #include <gtest/gtest.h>
+#include <hdf5.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
-
-#include <hdf5.h>
 
 #include "io/h5_util.hpp"
 #include "model/safetensors.hpp"
@@ -101,7 +100,8 @@ constexpr std::size_t kDeep = 300000;
 TEST_F(FuzzRegressions, DeepNestingInSafetensorsHeader) {
   const std::string h = R"({"a":{"dtype":"F32","shape":)" + nest(kDeep) + R"(,"data_offsets":[0,0]}})";
   std::string b(8, '\0');
-  for (int k = 0; k < 8; ++k) b[static_cast<std::size_t>(k)] = static_cast<char>((h.size() >> (8 * k)) & 0xFF);
+  for (int k = 0; k < 8; ++k)
+    b[static_cast<std::size_t>(k)] = static_cast<char>((h.size() >> (8 * k)) & 0xFF);
   const std::string p = write("model.safetensors", b + h);
   const std::string msg = input_error([&] { rlp::detail::SafetensorsFile f(p); });
   EXPECT_NE(msg.find("nested deeper than 128 levels"), std::string::npos) << msg;
@@ -116,7 +116,10 @@ TEST_F(FuzzRegressions, DeepNestingInConfigJson) {
 }
 
 TEST_F(FuzzRegressions, DeepNestingInInputsAndDumps) {
-  const std::string in = write("in.jsonl", R"({"id": "a", "prompt": [1]})" "\n" R"({"id": "b", "prompt": [)" + nest(kDeep) + "]}\n");
+  const std::string in = write("in.jsonl", R"({"id": "a", "prompt": [1]})"
+                                           "\n"
+                                           R"({"id": "b", "prompt": [)" +
+                                               nest(kDeep) + "]}\n");
   std::string msg = input_error([&] { rlp::read_inputs_jsonl(in, 512, 512); });
   EXPECT_NE(msg.find("line 2: JSON is nested deeper"), std::string::npos) << msg;
   const std::string d = write("d.jsonl", R"({"id": "a", "response": [)" + nest(kDeep) + "]}\n");

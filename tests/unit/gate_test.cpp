@@ -1,12 +1,13 @@
 // Gate: threshold parsing, bound and baseline logic, report formats, and the CLI's exit codes
 // (gate and summary) on run files built here with write_run_file.
+#include "rlparity/gate/gate.hpp"
+
 #include <gtest/gtest.h>
 #include <hdf5.h>
 
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "rlparity/gate/gate.hpp"
 #include "rlparity/gate/report_writers.hpp"
 #include "rlparity/gate/thresholds.hpp"
 #include "rlparity/io/run_data.hpp"
@@ -68,10 +69,10 @@ std::string input_error_message(F&& f) {
 TEST(GateThresholds, ValidStatisticsComeFromFinalizeRecipe) {
   const auto& v = valid_statistics();
   ASSERT_TRUE(std::is_sorted(v.begin(), v.end()));
-  for (const char* s : {"gen_kl_error", "token_mult_prob_error", "ess", "top1_agree_frac", "mean_kl_gen_train",
-                        "rollout_corr_kl", "rollout_is_eff_sample_size", "chi2_token", "rollout_probs_diff_mean",
-                        "max_abs_log_ratio", "p999_abs_log_ratio", "js_divergence_error", "mean_entropy_gen",
-                        "mean_abs_gen_err_oracle", "mismatch_kl"})
+  for (const char* s : {"gen_kl_error", "token_mult_prob_error", "ess", "top1_agree_frac",
+                        "mean_kl_gen_train", "rollout_corr_kl", "rollout_is_eff_sample_size", "chi2_token",
+                        "rollout_probs_diff_mean", "max_abs_log_ratio", "p999_abs_log_ratio",
+                        "js_divergence_error", "mean_entropy_gen", "mean_abs_gen_err_oracle", "mismatch_kl"})
     EXPECT_TRUE(std::binary_search(v.begin(), v.end(), s)) << s;
   EXPECT_FALSE(std::binary_search(v.begin(), v.end(), std::string("settings")));
 }
@@ -124,20 +125,22 @@ max_regression = { ess = 0.05 }
 }
 
 TEST(GateThresholds, UnknownStatisticSuggestsNearest) {
-  const std::string m = input_error_message([] { parse_thresholds("[default]\ngen_kl_eror = 0.1\n", "x.toml"); });
+  const std::string m =
+      input_error_message([] { parse_thresholds("[default]\ngen_kl_eror = 0.1\n", "x.toml"); });
   EXPECT_NE(m.find("unknown statistic 'gen_kl_eror'"), std::string::npos) << m;
   EXPECT_NE(m.find("did you mean 'gen_kl_error'"), std::string::npos) << m;
   EXPECT_NE(m.find("x.toml:2"), std::string::npos) << m;
   const std::string m2 =
       input_error_message([] { parse_thresholds("[recipes.bf16]\nmax_abs_log_ration = 1\n", "y.toml"); });
   EXPECT_NE(m2.find("did you mean 'max_abs_log_ratio'"), std::string::npos) << m2;
-  const std::string m3 = input_error_message([] { parse_thresholds("[max_regression]\nesss = 0.1\n", "z.toml"); });
+  const std::string m3 =
+      input_error_message([] { parse_thresholds("[max_regression]\nesss = 0.1\n", "z.toml"); });
   EXPECT_NE(m3.find("did you mean 'ess'"), std::string::npos) << m3;
 }
 
 TEST(GateThresholds, RejectsBadValues) {
   for (const char* text : {
-           "[default]\ness = \"high\"\n",                 // not a number
+           "[default]\ness = \"high\"\n",                  // not a number
            "[default]\ness = { min = 0.9, max = 0.5 }\n",  // min > max
            "[default]\ness = { lo = 0.9 }\n",              // unknown key
            "[default]\ness = {}\n",                        // no bound
@@ -181,8 +184,9 @@ TEST(GateThresholds, MergeOverlaysPerStatistic) {
 // ---------------------------------------------------------------- bounds
 
 TEST(GateEvaluate, BoundsPassFailMissingAndNaN) {
-  const RunData run = make_run({{"bf16", {{"gen_kl_error", 0.001}, {"ess", 0.95}, {"chi2_token", std::nan("")}}},
-                                {"fp8", {{"gen_kl_error", 0.003}, {"ess", 0.5}, {"chi2_token", 0.1}}}});
+  const RunData run =
+      make_run({{"bf16", {{"gen_kl_error", 0.001}, {"ess", 0.95}, {"chi2_token", std::nan("")}}},
+                {"fp8", {{"gen_kl_error", 0.003}, {"ess", 0.5}, {"chi2_token", 0.1}}}});
   GateOptions o;
   o.thresholds = parse_thresholds(R"(
 [default]
@@ -271,12 +275,16 @@ TEST(GateBaseline, DirectionsAndRegression) {
 }
 
 TEST(GateBaseline, DetectsRegressionPerDirectionWithOverrides) {
-  const RunData base = make_run({{"fp8", {{"mean_abs_log_ratio", 0.010}, {"gen_kl_error", 0.001}, {"ess", 0.90},
-                                          {"max_abs_log_ratio", 1.0}}}});
-  const RunData run = make_run({{"fp8", {{"mean_abs_log_ratio", 0.0112},  // +12%: fails at 10%
-                                         {"gen_kl_error", 0.00105},       // +5%: passes
-                                         {"ess", 0.95},                   // higher: better
-                                         {"max_abs_log_ratio", 1.3}}}});  // +30%, override 0.5
+  const RunData base = make_run({{"fp8",
+                                  {{"mean_abs_log_ratio", 0.010},
+                                   {"gen_kl_error", 0.001},
+                                   {"ess", 0.90},
+                                   {"max_abs_log_ratio", 1.0}}}});
+  const RunData run = make_run({{"fp8",
+                                 {{"mean_abs_log_ratio", 0.0112},  // +12%: fails at 10%
+                                  {"gen_kl_error", 0.00105},       // +5%: passes
+                                  {"ess", 0.95},                   // higher: better
+                                  {"max_abs_log_ratio", 1.3}}}});  // +30%, override 0.5
   GateOptions o;
   o.baseline = &base;
   GateResult r = evaluate(run, o);  // baseline only: headline statistics
@@ -287,7 +295,10 @@ TEST(GateBaseline, DetectsRegressionPerDirectionWithOverrides) {
   EXPECT_EQ(*find_check(r, "fp8", "ess").baseline, 0.90);
   EXPECT_EQ(r.violations(), 2u);
 
-  o.thresholds = parse_thresholds("[max_regression]\nmax_abs_log_ratio = 0.5\n[recipes.fp8]\nmax_regression = { mean_abs_log_ratio = 0.15 }\n", "t");
+  o.thresholds = parse_thresholds(
+      "[max_regression]\nmax_abs_log_ratio = 0.5\n[recipes.fp8]\nmax_regression = { mean_abs_log_ratio = "
+      "0.15 }\n",
+      "t");
   r = evaluate(run, o);
   EXPECT_TRUE(r.passed()) << format_gate_table(r);
   EXPECT_EQ(*find_check(r, "fp8", "max_abs_log_ratio").tolerance, 0.5);
@@ -297,8 +308,9 @@ TEST(GateBaseline, DetectsRegressionPerDirectionWithOverrides) {
   EXPECT_TRUE(evaluate(run, o).passed());
 
   // ess dropping by 20% fails: higher is better.
-  const RunData worse = make_run({{"fp8", {{"mean_abs_log_ratio", 0.01}, {"gen_kl_error", 0.001}, {"ess", 0.72},
-                                           {"max_abs_log_ratio", 1.0}}}});
+  const RunData worse = make_run(
+      {{"fp8",
+        {{"mean_abs_log_ratio", 0.01}, {"gen_kl_error", 0.001}, {"ess", 0.72}, {"max_abs_log_ratio", 1.0}}}});
   o.max_regression = 0.1;
   r = evaluate(worse, o);
   EXPECT_EQ(find_check(r, "fp8", "ess").verdict, Verdict::fail);
@@ -342,7 +354,8 @@ TEST(GateBaseline, RefusesDifferentInputsHashSettingsUnlessAllowed) {
   }
   GateOptions o;
   o.baseline = &settings;
-  EXPECT_NE(input_error_message([&] { evaluate(run, o); }).find("settings differ in: gen"), std::string::npos);
+  EXPECT_NE(input_error_message([&] { evaluate(run, o); }).find("settings differ in: gen"),
+            std::string::npos);
   o.baseline = &tokens;
   EXPECT_NE(input_error_message([&] { evaluate(run, o); }).find("id 'b'"), std::string::npos);
 }
@@ -355,7 +368,8 @@ GateResult mixed_result() {
   const RunData run = make_run({{"bf16", {{"gen_kl_error", 0.001}, {"ess", 0.95}}},
                                 {"fp8<&\"'>", {{"gen_kl_error", 0.003}, {"ess", 0.5}}}});
   GateOptions o;
-  o.thresholds = parse_thresholds("[default]\ngen_kl_error = 0.002\ness = { min = 0.9 }\nchi2_token = 1\n", "t");
+  o.thresholds =
+      parse_thresholds("[default]\ngen_kl_error = 0.002\ness = { min = 0.9 }\nchi2_token = 1\n", "t");
   return evaluate(run, o);
 }
 
@@ -432,7 +446,8 @@ TEST(GateReports, MarkdownTableParsesBack) {
     rows.push_back(cells);
   }
   ASSERT_EQ(rows.size(), 2 + r.checks.size());
-  EXPECT_EQ(rows[0], (std::vector<std::string>{"recipe", "statistic", "value", "bound", "baseline", "verdict"}));
+  EXPECT_EQ(rows[0],
+            (std::vector<std::string>{"recipe", "statistic", "value", "bound", "baseline", "verdict"}));
   for (std::size_t i = 0; i < r.checks.size(); ++i) {
     const auto& row = rows[i + 2];
     ASSERT_EQ(row.size(), 6u);
@@ -480,7 +495,8 @@ void set_schema_version(const std::string& path, int32_t v) {
 TEST(GateCli, ExitCodesAndOutputs) {
   TempDir d("gatecli");
   const std::string good = d / "good.h5", bad = d / "bad.h5", old = d / "old.h5";
-  write_run_file(good, make_run({{"bf16", {{"gen_kl_error", 0.001}, {"token_mult_prob_error", 1.01}}}}), false);
+  write_run_file(good, make_run({{"bf16", {{"gen_kl_error", 0.001}, {"token_mult_prob_error", 1.01}}}}),
+                 false);
   write_run_file(bad, make_run({{"bf16", {{"gen_kl_error", 0.01}, {"token_mult_prob_error", 1.01}}}}), false);
   write_run_file(old, make_run({{"bf16", {{"gen_kl_error", 0.001}}}}), false);
   set_schema_version(old, 2);
@@ -533,7 +549,8 @@ TEST(GateCli, ExitCodesAndOutputs) {
 TEST(SummaryCli, TableAndJson) {
   TempDir d("summary");
   const std::string f = d / "run.h5";
-  write_run_file(f, make_run({{"bf16", {{"gen_kl_error", 0.001}, {"num_tokens", 3}, {"ess", std::nan("")}}}}), false);
+  write_run_file(f, make_run({{"bf16", {{"gen_kl_error", 0.001}, {"num_tokens", 3}, {"ess", std::nan("")}}}}),
+                 false);
   auto r = rlp_test::run_cli({"summary", f}, d.path().string());
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("abc123"), std::string::npos) << r.out;

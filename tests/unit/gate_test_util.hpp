@@ -45,8 +45,10 @@ class TempDir {
 inline std::string shell_quote(const std::string& s) {
   std::string o(1, '\'');
   for (char c : s) {
-    if (c == '\'') o.append("'\\''");
-    else o.push_back(c);
+    if (c == '\'')
+      o.append("'\\''");
+    else
+      o.push_back(c);
   }
   o.push_back('\'');
   return o;
@@ -163,13 +165,20 @@ class XmlParser {
       const auto semi = raw.find(';', k);
       if (semi == std::string::npos) throw std::runtime_error("unterminated entity");
       const std::string ent = raw.substr(k + 1, semi - k - 1);
-      if (ent == "amp") o += '&';
-      else if (ent == "lt") o += '<';
-      else if (ent == "gt") o += '>';
-      else if (ent == "quot") o += '"';
-      else if (ent == "apos") o += '\'';
-      else if (ent.size() > 1 && ent[0] == '#') o += static_cast<char>(std::stoi(ent.substr(1)));
-      else throw std::runtime_error("unknown entity &" + ent + ";");
+      if (ent == "amp")
+        o += '&';
+      else if (ent == "lt")
+        o += '<';
+      else if (ent == "gt")
+        o += '>';
+      else if (ent == "quot")
+        o += '"';
+      else if (ent == "apos")
+        o += '\'';
+      else if (ent.size() > 1 && ent[0] == '#')
+        o += static_cast<char>(std::stoi(ent.substr(1)));
+      else
+        throw std::runtime_error("unknown entity &" + ent + ";");
       k = semi;
     }
     return o;

@@ -1,11 +1,12 @@
 // read_inputs_jsonl: valid files and every bad-line case, with the line number in the message.
+#include "rlparity/replay/inputs.hpp"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 
-#include "rlparity/replay/inputs.hpp"
 #include "rlparity/util/error.hpp"
 
 namespace rlp {
@@ -16,9 +17,8 @@ namespace fs = std::filesystem;
 class InputsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("rlp_inputs_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("rlp_inputs_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -37,7 +37,8 @@ class InputsTest : public ::testing::Test {
     } catch (const InputError& e) {
       const std::string msg = e.what();
       EXPECT_NE(msg.find(path), std::string::npos) << msg;
-      for (const auto& f : fragments) EXPECT_NE(msg.find(f), std::string::npos) << "missing '" << f << "' in: " << msg;
+      for (const auto& f : fragments)
+        EXPECT_NE(msg.find(f), std::string::npos) << "missing '" << f << "' in: " << msg;
     }
   }
   fs::path dir_;
@@ -70,7 +71,8 @@ TEST_F(InputsTest, ReadsValidFile) {
 }
 
 TEST_F(InputsTest, ContextBoundaryIsInclusive) {
-  const std::string path = write(R"({"id": 1, "prompt": [1, 2, 3], "response": [4]})" "\n");
+  const std::string path = write(R"({"id": 1, "prompt": [1, 2, 3], "response": [4]})"
+                                 "\n");
   EXPECT_EQ(read_inputs_jsonl(path, 100, 4).size(), 1u);
 }
 
@@ -90,32 +92,39 @@ TEST_F(InputsTest, MissingOrEmptyPromptAndId) {
 }
 
 TEST_F(InputsTest, NonIntegerAndOutOfVocabIds) {
-  expect_error(kGood + "\n{\"id\": \"b\", \"prompt\": [1, 2.5]}\n", {"line 2", "\"prompt\"[1]", "not an integer"});
+  expect_error(kGood + "\n{\"id\": \"b\", \"prompt\": [1, 2.5]}\n",
+               {"line 2", "\"prompt\"[1]", "not an integer"});
   expect_error(kGood + "\n{\"id\": \"b\", \"prompt\": [1, \"7\"]}\n", {"line 2", "not an integer"});
-  expect_error(kGood + "\n{\"id\": \"b\", \"prompt\": [1], \"response\": [true]}\n", {"line 2", "\"response\"[0]"});
-  expect_error(kGood + "\n{\"id\": \"b\", \"prompt\": [-1]}\n", {"line 2", "-1", "outside the vocabulary [0, 100)"});
+  expect_error(kGood + "\n{\"id\": \"b\", \"prompt\": [1], \"response\": [true]}\n",
+               {"line 2", "\"response\"[0]"});
+  expect_error(kGood + "\n{\"id\": \"b\", \"prompt\": [-1]}\n",
+               {"line 2", "-1", "outside the vocabulary [0, 100)"});
   expect_error(kGood + "\n{\"id\": \"b\", \"prompt\": [1], \"response\": [2, 100]}\n",
                {"line 2", "\"response\"[1] = 100", "outside the vocabulary"});
   expect_error("{\"id\": \"b\", \"prompt\": [18446744073709551615]}\n", {"line 1", "outside the vocabulary"});
 }
 
 TEST_F(InputsTest, TooLongForContext) {
-  expect_error(kGood + "\n{\"id\": \"b\", \"prompt\": [1,2,3,4,5,6,7,8,9,10], \"response\": [1,2,3,4,5,6,7]}\n",
-               {"line 2", "17 tokens exceeds the model context of 16"});
-  expect_error("{\"id\": \"b\", \"prompt\": [1,2,3,4,5]}\n", {"line 1", "exceeds the model context of 4"}, 100, 4);
+  expect_error(
+      kGood + "\n{\"id\": \"b\", \"prompt\": [1,2,3,4,5,6,7,8,9,10], \"response\": [1,2,3,4,5,6,7]}\n",
+      {"line 2", "17 tokens exceeds the model context of 16"});
+  expect_error("{\"id\": \"b\", \"prompt\": [1,2,3,4,5]}\n", {"line 1", "exceeds the model context of 4"},
+               100, 4);
 }
 
 TEST_F(InputsTest, LogprobsProblems) {
   expect_error(kGood + "\n{\"id\": \"b\", \"prompt\": [1], \"response\": [2, 3], \"logprobs\": [-1]}\n",
                {"line 2", "\"logprobs\" has 1 values but \"response\" has 2 tokens"});
-  expect_error("{\"id\": \"b\", \"prompt\": [1], \"logprobs\": [-1]}\n", {"line 1", "without a \"response\""});
+  expect_error("{\"id\": \"b\", \"prompt\": [1], \"logprobs\": [-1]}\n",
+               {"line 1", "without a \"response\""});
   expect_error("{\"id\": \"b\", \"prompt\": [1], \"response\": [2], \"logprobs\": [\"x\"]}\n",
                {"line 1", "not a number"});
 }
 
 TEST_F(InputsTest, DuplicateAndUnknownKeys) {
   expect_error(kGood + "\n" + kGood + "\n", {"line 2", "duplicate id \"a\"", "first used on line 1"});
-  expect_error("{\"id\": 5, \"prompt\": [1]}\n{\"id\": \"5\", \"prompt\": [1]}\n", {"line 2", "duplicate id \"5\""});
+  expect_error("{\"id\": 5, \"prompt\": [1]}\n{\"id\": \"5\", \"prompt\": [1]}\n",
+               {"line 2", "duplicate id \"5\""});
   expect_error(kGood + "\n{\"id\": \"b\", \"prompt\": [1], \"tokens\": [1]}\n",
                {"line 2", "unknown key \"tokens\"", "allowed keys: id, prompt, response, logprobs"});
 }

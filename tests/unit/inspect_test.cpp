@@ -1,6 +1,8 @@
 // rlparity inspect: its streamed per-tensor numbers against float64 computations written here from
 // the quantized tensors (quantize_blocks / dequantize) and, for TE, from first principles; hand-made
 // saturation and flush-to-zero cases; the checkpoint-level ranking, recommendation and HDF5 output.
+#include "rlparity/inspect/inspect.hpp"
+
 #include <gtest/gtest.h>
 #include <hdf5.h>
 #include <unistd.h>
@@ -11,7 +13,6 @@
 #include <filesystem>
 #include <random>
 
-#include "rlparity/inspect/inspect.hpp"
 #include "rlparity/model/checkpoint_writer.hpp"
 #include "rlparity/numerics/formats.hpp"
 #include "rlparity/numerics/quantize.hpp"
@@ -28,7 +29,9 @@ std::vector<float> matrix_with_outliers(int rows, int cols, unsigned seed) {
   std::normal_distribution<float> d(0.0f, 0.02f);
   std::vector<float> x(static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols));
   for (float& v : x) v = num::round_bf16(d(rng));
-  auto at = [&](int r, int c) -> float& { return x[static_cast<std::size_t>(r) * static_cast<std::size_t>(cols) + static_cast<std::size_t>(c)]; };
+  auto at = [&](int r, int c) -> float& {
+    return x[static_cast<std::size_t>(r) * static_cast<std::size_t>(cols) + static_cast<std::size_t>(c)];
+  };
   at(5, 7) = 37.5f;       // a huge outlier: its block's small values flush to zero
   at(150, 250) = -9.25f;  // a partial edge block (rows 128..199, cols 256..299)
   at(199, 299) = 3.0f;    // the last element: NeMo RL pads partial blocks with it
@@ -65,7 +68,8 @@ Reference reference(const std::vector<float>& x, int rows, int cols, ScaleConven
         bool differ = false;
         for (int rr = br * 128; rr < std::min(rows, br * 128 + 128); ++rr)
           for (int cc = bc * 128; cc < std::min(cols, bc * 128 + 128); ++cc) {
-            const std::size_t i = static_cast<std::size_t>(rr) * static_cast<std::size_t>(cols) + static_cast<std::size_t>(cc);
+            const std::size_t i =
+                static_cast<std::size_t>(rr) * static_cast<std::size_t>(cols) + static_cast<std::size_t>(cc);
             differ = differ || q.codes[i] != te->codes[i];
           }
         r.blocks_differ += differ ? 1 : 0;
@@ -113,7 +117,8 @@ TEST(Inspect, TeSnrFromFirstPrinciples) {
   const std::vector<float> x = matrix_with_outliers(200, 300, 9);  // use its first rows x cols
   std::vector<float> y;
   for (int r = 0; r < rows; ++r)
-    for (int c = 0; c < cols; ++c) y.push_back(x[static_cast<std::size_t>(r) * 300 + static_cast<std::size_t>(c)]);
+    for (int c = 0; c < cols; ++c)
+      y.push_back(x[static_cast<std::size_t>(r) * 300 + static_cast<std::size_t>(c)]);
   double sx2 = 0, se2 = 0;
   std::vector<double> amaxes;
   for (int br = 0; br < rows; br += 128)
@@ -128,8 +133,9 @@ TEST(Inspect, TeSnrFromFirstPrinciples) {
       for (int r = br; r < std::min(rows, br + 128); ++r)
         for (int c = bc; c < std::min(cols, bc + 128); ++c) {
           const float v = y[static_cast<std::size_t>(r * cols + c)];
-          const float q = num::fp8_to_float(num::float_to_fp8(v * scale, num::Fp8Kind::e4m3, num::Saturation::satfinite),
-                                            num::Fp8Kind::e4m3);
+          const float q =
+              num::fp8_to_float(num::float_to_fp8(v * scale, num::Fp8Kind::e4m3, num::Saturation::satfinite),
+                                num::Fp8Kind::e4m3);
           const double e = static_cast<double>(v) - static_cast<double>(q * scale_inv);
           sx2 += static_cast<double>(v) * v;
           se2 += e * e;
@@ -158,12 +164,12 @@ TEST(Inspect, SaturationAndFlushCountsOnHandMadeValues) {
   ASSERT_GT(amax, 0.0f);
   const int rows = 4, cols = 16;
   std::vector<float> x(rows * cols, 0.0f);
-  x[0] = amax;       // saturates (te): |v| = 448 + ulp
-  x[17] = -amax;     // saturates too
-  x[3] = 1e-6f;      // 1e-6 * 448/amax < 2^-10: flushed
-  x[20] = -2e-6f;    // flushed
-  x[33] = 0.5f;      // representable: neither
-  x[40] = 0.0f;      // zero: never counted as flushed
+  x[0] = amax;     // saturates (te): |v| = 448 + ulp
+  x[17] = -amax;   // saturates too
+  x[3] = 1e-6f;    // 1e-6 * 448/amax < 2^-10: flushed
+  x[20] = -2e-6f;  // flushed
+  x[33] = 0.5f;    // representable: neither
+  x[40] = 0.0f;    // zero: never counted as flushed
   const auto s = inspect_matrix(x.data(), rows, cols, 128, {ScaleConvention::te, ScaleConvention::vllm});
   const float scale = 448.0f / amax;
   int64_t want_sat = 0, want_flush = 0;
@@ -217,9 +223,10 @@ TEST(Inspect, FastPathEqualsScalarHeaderOnEveryElement) {
   std::mt19937 rng(11);
   std::normal_distribution<float> d(0.0f, 0.02f);
   for (int i = 0; i < 4096; ++i) x.push_back(d(rng));
-  for (float v : {0.0f, -0.0f, 37.5f, -9.25f, 1e-30f, -1e-38f, 1e-45f, 0x1p-126f, 0x1p-149f, 448.0f, -448.0f, 464.0f,
-                  465.0f, 480.0f, 1e30f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
-                  std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::max()})
+  for (float v : {0.0f, -0.0f, 37.5f, -9.25f, 1e-30f, -1e-38f, 1e-45f, 0x1p-126f, 0x1p-149f, 448.0f, -448.0f,
+                  464.0f, 465.0f, 480.0f, 1e30f, std::numeric_limits<float>::infinity(),
+                  -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
+                  std::numeric_limits<float>::max()})
     x.push_back(v);
   // Ties: midpoints of neighbouring e4m3 values (every code), and one ulp either side of them.
   for (uint32_t c = 0; c < 0x7E; ++c) {
@@ -232,7 +239,8 @@ TEST(Inspect, FastPathEqualsScalarHeaderOnEveryElement) {
     }
   }
   // 2^18 float bit patterns at an odd stride: every exponent, both signs, varied low bits, NaN payloads.
-  for (uint64_t u = 0; u < (1ull << 32); u += 16411) x.push_back(std::bit_cast<float>(static_cast<uint32_t>(u)));
+  for (uint64_t u = 0; u < (1ull << 32); u += 16411)
+    x.push_back(std::bit_cast<float>(static_cast<uint32_t>(u)));
   while (x.size() % 16 != 0) x.push_back(0.5f);
   std::vector<uint8_t> codes(x.size());
   std::vector<float> deq(x.size());
@@ -240,7 +248,8 @@ TEST(Inspect, FastPathEqualsScalarHeaderOnEveryElement) {
                      std::numeric_limits<float>::quiet_NaN()}) {
     for (ScaleConvention c : inspect_conventions()) {
       for (bool pow2 : {false, true}) {
-        SCOPED_TRACE(std::string(convention_name(c)) + (pow2 ? " pow2 amax " : " fp32 amax ") + std::to_string(amax));
+        SCOPED_TRACE(std::string(convention_name(c)) + (pow2 ? " pow2 amax " : " fp32 amax ") +
+                     std::to_string(amax));
         num::ScaleOptions o;
         o.convention = c;
         o.pow2 = pow2;
@@ -254,8 +263,9 @@ TEST(Inspect, FastPathEqualsScalarHeaderOnEveryElement) {
                                 (std::isnan(deq[i]) && std::isnan(want_deq));
           if (codes[i] != want || !same_deq) {
             ++bad;
-            ADD_FAILURE() << "x = " << x[i] << " (bits " << std::hex << std::bit_cast<uint32_t>(x[i]) << "): code "
-                          << int(codes[i]) << " vs " << int(want) << ", deq " << deq[i] << " vs " << want_deq << std::dec;
+            ADD_FAILURE() << "x = " << x[i] << " (bits " << std::hex << std::bit_cast<uint32_t>(x[i])
+                          << "): code " << int(codes[i]) << " vs " << int(want) << ", deq " << deq[i]
+                          << " vs " << want_deq << std::dec;
           }
         }
       }
@@ -281,8 +291,8 @@ TEST(Inspect, SharedKernelRunsEqualSeparateRuns) {
   };
   for (int r = 0; r < 128; ++r)
     for (int c = 3 * 128; c < 4 * 128; ++c) at(r, c) *= 1e-3f;  // block amax below 1e-4
-  at(140, 700) = 11.0f;                                           // an outlier block
-  at(rows - 1, cols - 1) = -0.5f;                                 // nemo-refit's padding value
+  at(140, 700) = 11.0f;                                         // an outlier block
+  at(rows - 1, cols - 1) = -0.5f;                               // nemo-refit's padding value
   const auto all = inspect_matrix(x.data(), rows, cols, 128, inspect_conventions());
   for (std::size_t ci = 0; ci < inspect_conventions().size(); ++ci) {
     const ScaleConvention c = inspect_conventions()[ci];

@@ -39,7 +39,8 @@ inline uint64_t libm_mismatches(const LibmPair& f, uint64_t lo, uint64_t hi, uin
       for (uint64_t i = first; i < last; ++i) {
         const float x = rlp::num::bits_f32(static_cast<uint32_t>(lo + i * step));
         const float want = f.host(x), got = f.model(x);
-        if (rlp::num::f32_bits(want) == rlp::num::f32_bits(got) || (std::isnan(want) && std::isnan(got))) continue;
+        if (rlp::num::f32_bits(want) == rlp::num::f32_bits(got) || (std::isnan(want) && std::isnan(got)))
+          continue;
         if (bad.fetch_add(1) < 5)
           ADD_FAILURE() << f.name << "(" << std::hexfloat << x << "): host " << want << ", model " << got;
       }

@@ -27,8 +27,9 @@ TEST(FullVocabStats, TwoTokenHandComputed) {
   EXPECT_NEAR(s.kl_gen_train, 0.5 * std::log(4.0 / 3.0), 1e-7);
   EXPECT_NEAR(s.kl_train_gen, 0.25 * std::log(0.5) + 0.75 * std::log(1.5), 1e-7);
   EXPECT_NEAR(s.entropy_gen, kLn2, 1e-7);
-  EXPECT_NEAR(s.js, 0.5 * (0.5 * std::log(4.0 / 3.0) + 0.5 * std::log(0.8)) +
-                        0.5 * (0.25 * std::log(2.0 / 3.0) + 0.75 * std::log(1.2)),
+  EXPECT_NEAR(s.js,
+              0.5 * (0.5 * std::log(4.0 / 3.0) + 0.5 * std::log(0.8)) +
+                  0.5 * (0.25 * std::log(2.0 / 3.0) + 0.75 * std::log(1.2)),
               1e-7);
   EXPECT_EQ(s.top1_gen, 0);  // tie -> lowest index
   EXPECT_EQ(s.top1_train, 1);
@@ -40,7 +41,10 @@ TEST(FullVocabStats, IdenticalIsExactlyZero) {
   std::normal_distribution<float> nd(0.f, 3.f);
   std::vector<float> x(512);
   double mx = -1e30;
-  for (auto& v : x) { v = nd(rng); mx = std::max(mx, static_cast<double>(v)); }
+  for (auto& v : x) {
+    v = nd(rng);
+    mx = std::max(mx, static_cast<double>(v));
+  }
   double z = 0;
   for (auto v : x) z += std::exp(v - mx);
   for (auto& v : x) v = static_cast<float>(v - mx - std::log(z));
@@ -58,7 +62,10 @@ TEST(FullVocabStats, MatchesIndependentFloat64Loop) {
   const int V = 5000;
   for (int trial = 0; trial < 5; ++trial) {
     std::vector<double> a(V), b(V);
-    for (int v = 0; v < V; ++v) { a[v] = nd(rng); b[v] = a[v] + 0.05 * nd(rng); }
+    for (int v = 0; v < V; ++v) {
+      a[v] = nd(rng);
+      b[v] = a[v] + 0.05 * nd(rng);
+    }
     auto lsm = [](std::vector<double>& x) {
       double m = *std::max_element(x.begin(), x.end()), z = 0;
       for (double v : x) z += std::exp(v - m);
@@ -67,7 +74,10 @@ TEST(FullVocabStats, MatchesIndependentFloat64Loop) {
     lsm(a);
     lsm(b);
     std::vector<float> fa(V), fb(V);
-    for (int v = 0; v < V; ++v) { fa[v] = static_cast<float>(a[v]); fb[v] = static_cast<float>(b[v]); }
+    for (int v = 0; v < V; ++v) {
+      fa[v] = static_cast<float>(a[v]);
+      fb[v] = static_cast<float>(b[v]);
+    }
     long double kl = 0, klr = 0, h = 0, js = 0;
     int ag = 0, at = 0;
     for (int v = 0; v < V; ++v) {
@@ -96,7 +106,7 @@ TEST(FullVocabStats, MatchesIndependentFloat64Loop) {
 
 TEST(FullVocabStats, ZeroProbabilityTermsAreZero) {
   const float ninf = -INFINITY;
-  const float lg[3] = {0.0f, ninf, ninf};        // p_g = (1, 0, 0)
+  const float lg[3] = {0.0f, ninf, ninf};  // p_g = (1, 0, 0)
   const float lt[3] = {std::log(0.5f), std::log(0.5f), ninf};
   const FullVocabStats s = full_vocab_stats(lg, lt, 3);
   EXPECT_NEAR(s.kl_gen_train, kLn2, 1e-7);  // 1 * ln(1/0.5)
@@ -112,7 +122,7 @@ TEST(Percentiles, NearestRankOnKnownData) {
   EXPECT_EQ(percentile_nearest_rank(a, 900), 9.0);   // ceil(0.9*10) = 9
   EXPECT_EQ(percentile_nearest_rank(a, 990), 10.0);  // ceil(9.9) = 10
   EXPECT_EQ(percentile_nearest_rank(a, 999), 10.0);
-  EXPECT_EQ(percentile_nearest_rank(a, 0), 1.0);     // clamped to rank 1
+  EXPECT_EQ(percentile_nearest_rank(a, 0), 1.0);  // clamped to rank 1
   EXPECT_EQ(percentile_nearest_rank(a, 1000), 10.0);
   std::vector<double> b;
   for (int i = 1; i <= 1000; ++i) b.push_back(i);
@@ -165,8 +175,8 @@ TEST(FinalizeRecipe, HandComputedTokenAndSequenceValues) {
   EXPECT_NEAR(t.at("ratio")[2], 0.5, e);
   EXPECT_NEAR(t.at("prob_diff")[0], 0.25, e);  // |1/2 - 1/4|
   EXPECT_NEAR(t.at("prob_diff")[1], 0, e);
-  EXPECT_NEAR(t.at("k3")[0], 1 - a, e);        // 2 - 1 - ln2
-  EXPECT_NEAR(t.at("k3")[2], a - 0.5, e);      // 1/2 - 1 + ln2
+  EXPECT_NEAR(t.at("k3")[0], 1 - a, e);           // 2 - 1 - ln2
+  EXPECT_NEAR(t.at("k3")[2], a - 0.5, e);         // 1/2 - 1 + ln2
   EXPECT_NEAR(t.at("gen_err_oracle")[0], -a, e);  // ln(1/4) - ln(1/2)
   EXPECT_NEAR(t.at("train_err_oracle")[2], -a, e);
   EXPECT_NEAR(t.at("train_err_oracle")[0], 0, e);
@@ -211,14 +221,14 @@ TEST(FinalizeRecipe, HandComputedSummary) {
   EXPECT_NEAR(m.at("ratio_min"), 0.5, e);
   EXPECT_NEAR(m.at("ratio_max"), 2.0, e);
   EXPECT_NEAR(m.at("ratio_p50"), 1.0, e);
-  EXPECT_NEAR(m.at("ess"), 7.0 / 9, e);  // 3.5^2 / (3 * 5.25)
-  EXPECT_EQ(m.at("tis_clip_frac"), 0.0);   // r > 2: none (2 is not > 2)
-  EXPECT_EQ(m.at("mis_mask_frac"), 0.0);   // all inside [1/2, 2]
+  EXPECT_NEAR(m.at("ess"), 7.0 / 9, e);      // 3.5^2 / (3 * 5.25)
+  EXPECT_EQ(m.at("tis_clip_frac"), 0.0);     // r > 2: none (2 is not > 2)
+  EXPECT_EQ(m.at("mis_mask_frac"), 0.0);     // all inside [1/2, 2]
   EXPECT_NEAR(m.at("chi2_token"), 0.75, e);  // (4 + 1 + 1/4)/3 - 1
   EXPECT_NEAR(m.at("chi2_seq"), 1.125, e);   // w = (2, 1/2): (4 + 1/4)/2 - 1
   EXPECT_NEAR(m.at("k1"), 0.0, e);
-  EXPECT_NEAR(m.at("k2"), a * a / 3, e);     // mean(0.5 d^2) = 0.5 * 2a^2 / 3
-  EXPECT_NEAR(m.at("k3"), 1.0 / 6, e);       // (1 - a + 0 + a - 1/2)/3
+  EXPECT_NEAR(m.at("k2"), a * a / 3, e);                   // mean(0.5 d^2) = 0.5 * 2a^2 / 3
+  EXPECT_NEAR(m.at("k3"), 1.0 / 6, e);                     // (1 - a + 0 + a - 1/2)/3
   EXPECT_NEAR(m.at("token_mult_prob_error"), 5.0 / 3, e);  // (2 + 1 + 2)/3
   EXPECT_NEAR(m.at("gen_kl_error"), 1.0 / 6, e);
   EXPECT_NEAR(m.at("policy_kl_error"), 1.0 / 6, e);  // symmetric example
@@ -266,9 +276,9 @@ TEST(FinalizeRecipe, IdenticalPathsGiveZeroDivergence) {
   r.tokens["logp_gen"] = {-0.1, -2.0, -5.5, -0.01};
   r.tokens["logp_train"] = r.tokens["logp_gen"];
   finalize_recipe(r, {0, 1, 4}, StatsOptions{});
-  for (const char* k : {"mean_abs_log_ratio", "max_abs_log_ratio", "k1", "k2", "k3", "gen_kl_error",
-                        "policy_kl_error", "chi2_token", "chi2_seq", "tis_clip_frac", "mis_mask_frac",
-                        "rollout_probs_diff_max"})
+  for (const char* k :
+       {"mean_abs_log_ratio", "max_abs_log_ratio", "k1", "k2", "k3", "gen_kl_error", "policy_kl_error",
+        "chi2_token", "chi2_seq", "tis_clip_frac", "mis_mask_frac", "rollout_probs_diff_max"})
     EXPECT_EQ(r.summary.at(k), 0.0) << k;
   EXPECT_EQ(r.summary.at("ess"), 1.0);
   EXPECT_EQ(r.summary.at("token_mult_prob_error"), 1.0);
@@ -291,7 +301,7 @@ TEST(FinalizeRecipe, EmptySequencesAndBadInputs) {
   bad.tokens["logp_train"] = {-1.0};
   EXPECT_THROW(finalize_recipe(bad, {0, 2}, StatsOptions{}), Error);  // length mismatch
   bad.tokens["logp_train"] = {-1.0, -2.0};
-  EXPECT_THROW(finalize_recipe(bad, {0, 3}, StatsOptions{}), Error);  // offsets past the end
+  EXPECT_THROW(finalize_recipe(bad, {0, 3}, StatsOptions{}), Error);     // offsets past the end
   EXPECT_THROW(finalize_recipe(bad, {0, 2}, StatsOptions{1.0}), Error);  // cap must exceed 1
   EXPECT_NO_THROW(finalize_recipe(bad, {0, 2}, StatsOptions{}));
 }

@@ -118,19 +118,24 @@ TEST(NumericsFormats, All16BitDecodesLikeNvidia) {
     hr.x = static_cast<unsigned short>(b);
     const float h = __half2float(__half(hr));
     const float ours = fp16_bits_to_float(static_cast<uint16_t>(b));
-    if (h != h) EXPECT_NE(ours, ours);
-    else EXPECT_EQ(f32_bits(ours), f32_bits(h)) << "fp16 0x" << std::hex << b;
+    if (h != h)
+      EXPECT_NE(ours, ours);
+    else
+      EXPECT_EQ(f32_bits(ours), f32_bits(h)) << "fp16 0x" << std::hex << b;
     __nv_bfloat16_raw br;
     br.x = static_cast<unsigned short>(b);
     const float bf = __bfloat162float(__nv_bfloat16(br));
-    EXPECT_EQ(f32_bits(bf16_bits_to_float(static_cast<uint16_t>(b))), f32_bits(bf)) << "bf16 0x" << std::hex << b;
+    EXPECT_EQ(f32_bits(bf16_bits_to_float(static_cast<uint16_t>(b))), f32_bits(bf))
+        << "bf16 0x" << std::hex << b;
   }
   for (int c = 0; c < 256; ++c) {
     const __nv_bfloat16_raw r = __nv_cvt_e8m0_to_bf16raw(static_cast<__nv_fp8_storage_t>(c));
     const float ref = __bfloat162float(__nv_bfloat16(r));
     const float ours = ue8m0_to_float(static_cast<uint8_t>(c));
-    if (ref != ref) EXPECT_NE(ours, ours);
-    else EXPECT_EQ(f32_bits(ours), f32_bits(ref)) << "e8m0 code " << c;
+    if (ref != ref)
+      EXPECT_NE(ours, ours);
+    else
+      EXPECT_EQ(f32_bits(ours), f32_bits(ref)) << "e8m0 code " << c;
   }
 #endif
 }
@@ -142,11 +147,11 @@ TEST(NumericsFormats, HandWorked) {
   EXPECT_EQ(float_to_fp8(464.1f, Fp8Kind::e4m3, Saturation::none), 0x7F);  // NaN: no inf in e4m3
   EXPECT_EQ(float_to_fp8(464.1f, Fp8Kind::e4m3, Saturation::satfinite), 0x7E);
   EXPECT_EQ(float_to_fp8(-1e9f, Fp8Kind::e4m3, Saturation::satfinite), 0xFE);
-  EXPECT_EQ(float_to_fp8(61440.0f, Fp8Kind::e5m2, Saturation::none), 0x7C);  // tie rounds to inf
-  EXPECT_EQ(float_to_fp8(0x1p-10f, Fp8Kind::e4m3, Saturation::none), 0x00);  // half min subnormal: even
+  EXPECT_EQ(float_to_fp8(61440.0f, Fp8Kind::e5m2, Saturation::none), 0x7C);   // tie rounds to inf
+  EXPECT_EQ(float_to_fp8(0x1p-10f, Fp8Kind::e4m3, Saturation::none), 0x00);   // half min subnormal: even
   EXPECT_EQ(float_to_fp8(0x1.8p-9f, Fp8Kind::e4m3, Saturation::none), 0x02);  // 1.5 units: to even 2
   EXPECT_EQ(float_to_fp8(-0.0f, Fp8Kind::e4m3, Saturation::none), 0x80);
-  EXPECT_EQ(float_to_bf16_bits(1.00390625f), 0x3F80);  // 1 + 2^-8: tie to even
+  EXPECT_EQ(float_to_bf16_bits(1.00390625f), 0x3F80);                        // 1 + 2^-8: tie to even
   EXPECT_EQ(float_to_ue8m0(3.0f, Pow2Rounding::up, Saturation::none), 129);  // 4
   EXPECT_EQ(float_to_ue8m0(3.0f, Pow2Rounding::down, Saturation::none), 128);
   EXPECT_EQ(float_to_ue8m0(4.0f, Pow2Rounding::up, Saturation::none), 129);

@@ -62,7 +62,8 @@ float ref_fp8(const Fp8Tensor& X, const Fp8Tensor& W, int m, int n, const GemmCo
         b[static_cast<size_t>(k)] = fp8_to_float(W.codes[static_cast<size_t>(n * K + k0 + k)], W.kind);
       }
       float p = 0.0f;
-      if (cfg.slice_accum == SliceAccum::hopper) p = hopper_slice_accumulate(a.data(), b.data(), len, 0.0f);
+      if (cfg.slice_accum == SliceAccum::hopper)
+        p = hopper_slice_accumulate(a.data(), b.data(), len, 0.0f);
       else
         for (int k = 0; k < len; ++k) p = std::fma(a[static_cast<size_t>(k)], b[static_cast<size_t>(k)], p);
       const float sa = X.block_scale_inv(m, k0), sb = W.block_scale_inv(n, k0);
@@ -102,7 +103,8 @@ float ref_hopper_step(const float* a, const float* b, int n, float c) {
   return static_cast<float>(sum * unit);
 }
 
-Fp8Tensor random_fp8(int rows, int cols, int br, int bc, unsigned seed, ScaleConvention conv = ScaleConvention::te) {
+Fp8Tensor random_fp8(int rows, int cols, int br, int bc, unsigned seed,
+                     ScaleConvention conv = ScaleConvention::te) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> d(0.0f, 1.0f);
   std::vector<float> x(static_cast<size_t>(rows) * static_cast<size_t>(cols));
@@ -122,30 +124,30 @@ TEST(NumericsGemm, F32AccMatchesStatedOrderBitwise) {
   // M = 19 runs the packed kernel; M <= 16 (decode steps) the unpacked small-M kernels (8 lanes
   // up to M = 8, 16 lanes above with AVX-512).
   for (const int M : {19, 16, 12, 9, 8, 5, 1}) {
-  SCOPED_TRACE("M=" + std::to_string(M));
-  const int N = 53, K = 700;
-  const auto X = random_bf16(M * K, 1), W = random_bf16(N * K, 2);
-  std::vector<uint16_t> W16(W.size());  // the same weights as bf16 bit patterns
-  for (size_t i = 0; i < W.size(); ++i) W16[i] = float_to_bf16_bits(W[i]);
-  for (int split : {1, 3})
-    for (int chunk : {0, 64, 100, 1000})
-      for (OutRound out : {OutRound::fp32, OutRound::bf16, OutRound::fp16}) {
-        GemmConfig cfg;
-        cfg.split_k = split;
-        cfg.k_chunk = chunk;
-        cfg.out = out;
-        std::vector<float> Y(static_cast<size_t>(M * N)), Y16(Y.size());
-        gemm_f32acc(X.data(), W.data(), Y.data(), M, N, K, cfg);
-        gemm_f32acc(X.data(), W16.data(), Half16::bf16, Y16.data(), M, N, K, cfg);
-        for (int m = 0; m < M; ++m)
-          for (int n = 0; n < N; ++n) {
-            const float r = ref_f32acc(X.data() + m * K, W.data() + n * K, K, cfg);
-            ASSERT_EQ(f32_bits(Y[static_cast<size_t>(m * N + n)]), f32_bits(r))
-                << "m=" << m << " n=" << n << " split=" << split << " chunk=" << chunk;
-            ASSERT_EQ(f32_bits(Y16[static_cast<size_t>(m * N + n)]), f32_bits(r))
-                << "16-bit W: m=" << m << " n=" << n << " split=" << split << " chunk=" << chunk;
-          }
-      }
+    SCOPED_TRACE("M=" + std::to_string(M));
+    const int N = 53, K = 700;
+    const auto X = random_bf16(M * K, 1), W = random_bf16(N * K, 2);
+    std::vector<uint16_t> W16(W.size());  // the same weights as bf16 bit patterns
+    for (size_t i = 0; i < W.size(); ++i) W16[i] = float_to_bf16_bits(W[i]);
+    for (int split : {1, 3})
+      for (int chunk : {0, 64, 100, 1000})
+        for (OutRound out : {OutRound::fp32, OutRound::bf16, OutRound::fp16}) {
+          GemmConfig cfg;
+          cfg.split_k = split;
+          cfg.k_chunk = chunk;
+          cfg.out = out;
+          std::vector<float> Y(static_cast<size_t>(M * N)), Y16(Y.size());
+          gemm_f32acc(X.data(), W.data(), Y.data(), M, N, K, cfg);
+          gemm_f32acc(X.data(), W16.data(), Half16::bf16, Y16.data(), M, N, K, cfg);
+          for (int m = 0; m < M; ++m)
+            for (int n = 0; n < N; ++n) {
+              const float r = ref_f32acc(X.data() + m * K, W.data() + n * K, K, cfg);
+              ASSERT_EQ(f32_bits(Y[static_cast<size_t>(m * N + n)]), f32_bits(r))
+                  << "m=" << m << " n=" << n << " split=" << split << " chunk=" << chunk;
+              ASSERT_EQ(f32_bits(Y16[static_cast<size_t>(m * N + n)]), f32_bits(r))
+                  << "16-bit W: m=" << m << " n=" << n << " split=" << split << " chunk=" << chunk;
+            }
+        }
   }
 }
 
@@ -172,7 +174,8 @@ TEST(NumericsGemm, ManyTilesAnyThreadCountMatchStatedOrder) {
         const float r = ref_f32acc(X.data() + m * K, W.data() + n * K, K, cfg);
         ASSERT_EQ(f32_bits(Y[i]), f32_bits(r)) << m << "," << n << " threads=" << threads;
         ASSERT_EQ(f32_bits(Y16[i]), f32_bits(r)) << m << "," << n << " threads=" << threads;
-        ASSERT_EQ(f32_bits(Y8[i]), f32_bits(ref_fp8(Xq, Wq, m, n, cfg))) << m << "," << n << " threads=" << threads;
+        ASSERT_EQ(f32_bits(Y8[i]), f32_bits(ref_fp8(Xq, Wq, m, n, cfg)))
+            << m << "," << n << " threads=" << threads;
       }
   }
   rlp::set_thread_count(0);
@@ -218,7 +221,8 @@ TEST(NumericsGemm, F64MatchesStatedOrderBitwise) {
     const int N = 45, K = 301;  // neither a multiple of any panel width
     std::mt19937 rng(static_cast<unsigned>(M));
     std::normal_distribution<double> d(0.0, 1.0);
-    std::vector<double> X(static_cast<size_t>(M * K)), W(static_cast<size_t>(N * K)), Y(static_cast<size_t>(M * N));
+    std::vector<double> X(static_cast<size_t>(M * K)), W(static_cast<size_t>(N * K)),
+        Y(static_cast<size_t>(M * N));
     for (double& v : X) v = d(rng) * (rng() % 7 == 0 ? 1e6 : 1.0);  // wide range: order matters
     for (double& v : W) v = d(rng);
     gemm_f64(X.data(), W.data(), Y.data(), M, N, K);
@@ -231,7 +235,8 @@ TEST(NumericsGemm, F64MatchesStatedOrderBitwise) {
         }
         const double ref = s;
         ASSERT_EQ(std::memcmp(&Y[static_cast<size_t>(m * N + n)], &ref, sizeof(double)), 0)
-            << "M=" << M << " m=" << m << " n=" << n << ": " << Y[static_cast<size_t>(m * N + n)] << " vs " << ref;
+            << "M=" << M << " m=" << m << " n=" << n << ": " << Y[static_cast<size_t>(m * N + n)] << " vs "
+            << ref;
       }
   }
 }
@@ -252,7 +257,8 @@ TEST(NumericsGemm, F32AccWithinDerivedBoundOfFloat64) {
       for (int m = 0; m < M; ++m)
         for (int n = 0; n < N; ++n) {
           double absdot = 0.0;
-          for (int k = 0; k < K; ++k) absdot += std::fabs(Xd[static_cast<size_t>(m * K + k)] * Wd[static_cast<size_t>(n * K + k)]);
+          for (int k = 0; k < K; ++k)
+            absdot += std::fabs(Xd[static_cast<size_t>(m * K + k)] * Wd[static_cast<size_t>(n * K + k)]);
           // Each product passes through at most K + split_k fp32 roundings (chain, chunk adds,
           // split adds): |y - exact| <= gamma_{K+S} * sum|x||w|; the f64 oracle adds
           // K * 2^-53 * sum|x||w|; bf16 output adds at most 2^-8 |y|.
@@ -286,7 +292,8 @@ TEST(NumericsGemm, SplitAndChunkChangeLastBitsFixedConfigReproducible) {
   for (int m = 0; m < M; ++m)
     for (int n = 0; n < N; ++n)
       for (int k = 0; k < K; ++k)
-        absdot[static_cast<size_t>(m * N + n)] += std::fabs(static_cast<double>(X[static_cast<size_t>(m * K + k)]) * W[static_cast<size_t>(n * K + k)]);
+        absdot[static_cast<size_t>(m * N + n)] += std::fabs(
+            static_cast<double>(X[static_cast<size_t>(m * K + k)]) * W[static_cast<size_t>(n * K + k)]);
   auto count_diff = [&](const std::vector<float>& o) {
     size_t d = 0;
     for (size_t i = 0; i < o.size(); ++i)
@@ -304,24 +311,24 @@ TEST(NumericsGemm, SplitAndChunkChangeLastBitsFixedConfigReproducible) {
 TEST(NumericsGemm, Fp8MatchesStatedOrderBitwise) {
   // M = 21 runs the packed kernel; M <= 16 (decode steps) the unpacked small-M kernels.
   for (const int M : {21, 16, 11, 8, 3}) {
-  SCOPED_TRACE("M=" + std::to_string(M));
-  const int N = 150, K = 300;  // partial last slice (300 = 2*128 + 44), partial W blocks
-  const Fp8Tensor X = random_fp8(M, K, 1, 128, 7), W = random_fp8(N, K, 128, 128, 8);
-  for (Promotion p : {Promotion::cublaslt, Promotion::deepgemm})
-    for (SliceAccum acc : {SliceAccum::fp32, SliceAccum::hopper})
-      for (int split : {1, 2}) {
-        GemmConfig cfg;
-        cfg.promotion = p;
-        cfg.slice_accum = acc;
-        cfg.split_k = split;
-        cfg.out = OutRound::fp32;
-        std::vector<float> Y(static_cast<size_t>(M * N));
-        gemm_fp8_blockscaled(X, W, Y.data(), cfg);
-        for (int m = 0; m < M; ++m)
-          for (int n = 0; n < N; ++n)
-            ASSERT_EQ(f32_bits(Y[static_cast<size_t>(m * N + n)]), f32_bits(ref_fp8(X, W, m, n, cfg)))
-                << m << "," << n << " promo=" << static_cast<int>(p) << " acc=" << static_cast<int>(acc);
-      }
+    SCOPED_TRACE("M=" + std::to_string(M));
+    const int N = 150, K = 300;  // partial last slice (300 = 2*128 + 44), partial W blocks
+    const Fp8Tensor X = random_fp8(M, K, 1, 128, 7), W = random_fp8(N, K, 128, 128, 8);
+    for (Promotion p : {Promotion::cublaslt, Promotion::deepgemm})
+      for (SliceAccum acc : {SliceAccum::fp32, SliceAccum::hopper})
+        for (int split : {1, 2}) {
+          GemmConfig cfg;
+          cfg.promotion = p;
+          cfg.slice_accum = acc;
+          cfg.split_k = split;
+          cfg.out = OutRound::fp32;
+          std::vector<float> Y(static_cast<size_t>(M * N));
+          gemm_fp8_blockscaled(X, W, Y.data(), cfg);
+          for (int m = 0; m < M; ++m)
+            for (int n = 0; n < N; ++n)
+              ASSERT_EQ(f32_bits(Y[static_cast<size_t>(m * N + n)]), f32_bits(ref_fp8(X, W, m, n, cfg)))
+                  << m << "," << n << " promo=" << static_cast<int>(p) << " acc=" << static_cast<int>(acc);
+        }
   }
 }
 
@@ -348,8 +355,10 @@ TEST(NumericsGemm, Fp8EveryWeightCodeDecodesExactly) {
         W.codes[static_cast<size_t>(n * K + k)] = static_cast<uint8_t>(special(c) ? 0x01 : c);
       }
     // Rows 8..11 each hold one special code (inf/NaN), the rest finite.
-    const int specials[4] = {0x7f, 0xff, kind == Fp8Kind::e5m2 ? 0x7c : 0x7f, kind == Fp8Kind::e5m2 ? 0xfe : 0xff};
-    for (int i = 0; i < 4; ++i) W.codes[static_cast<size_t>((8 + i) * K + 37 * i + 3)] = static_cast<uint8_t>(specials[i]);
+    const int specials[4] = {0x7f, 0xff, kind == Fp8Kind::e5m2 ? 0x7c : 0x7f,
+                             kind == Fp8Kind::e5m2 ? 0xfe : 0xff};
+    for (int i = 0; i < 4; ++i)
+      W.codes[static_cast<size_t>((8 + i) * K + 37 * i + 3)] = static_cast<uint8_t>(specials[i]);
     for (const int M : {8, 3, 16, 21}) {
       SCOPED_TRACE("M=" + std::to_string(M) + " kind=" + std::to_string(static_cast<int>(kind)));
       const Fp8Tensor X = random_fp8(M, K, 1, 128, 11);
@@ -387,9 +396,10 @@ TEST(NumericsGemm, Fp8WithinDerivedBoundOfFloat64) {
       for (int n = 0; n < N; ++n) {
         double exact = 0.0, absum = 0.0;
         for (int k = 0; k < K; ++k) {
-          const double t = static_cast<double>(fp8_to_float(X.codes[static_cast<size_t>(m * K + k)], X.kind)) *
-                           fp8_to_float(W.codes[static_cast<size_t>(n * K + k)], W.kind) *
-                           X.block_scale_inv(m, k) * W.block_scale_inv(n, k);
+          const double t =
+              static_cast<double>(fp8_to_float(X.codes[static_cast<size_t>(m * K + k)], X.kind)) *
+              fp8_to_float(W.codes[static_cast<size_t>(n * K + k)], W.kind) * X.block_scale_inv(m, k) *
+              W.block_scale_inv(n, k);
           exact += t;
           absum += std::fabs(t);
         }
@@ -434,8 +444,9 @@ TEST(NumericsGemm, HopperHandWorked) {
   // The C input takes part in the alignment: C = 2^20 swallows products below 2^7.
   std::vector<float> c(32, 64.0f), one(32, 1.0f);
   EXPECT_EQ(hopper_step(c.data(), one.data(), 32, 0x1p20f), 0x1p20f);
-  // Alignment truncation of every term: 32 products of 1.875 * 1.875 = 3.515625 (exact) plus C = 2^14 + 1: the sum 16497.5 in units
-  // of 2^(14-13) = 2 truncates each term (3.515625 -> 2, C -> 16384), giving 16384 + 64.
+  // Alignment truncation of every term: 32 products of 1.875 * 1.875 = 3.515625 (exact) plus C = 2^14 + 1:
+  // the sum 16497.5 in units of 2^(14-13) = 2 truncates each term (3.515625 -> 2, C -> 16384), giving 16384
+  // + 64.
   std::vector<float> p(32, 1.875f);
   EXPECT_EQ(hopper_step(p.data(), p.data(), 32, 16385.0f), 16448.0f);
   EXPECT_EQ(ref_hopper_step(p.data(), p.data(), 32, 16385.0f), 16448.0f);
@@ -466,7 +477,10 @@ TEST(NumericsGemm, HopperMatchesIndependentFormulation) {
       if (a[i] != a[i]) a[i] = 0.0f;
       if (b[i] != b[i]) b[i] = 1.0f;
     }
-    const float c = (rng() % 3 == 0) ? 0.0f : bits_f32(static_cast<uint32_t>(rng() % 0x1000000u) + 0x3F000000u + (rng() % 2 ? 0x80000000u : 0u) + static_cast<uint32_t>(rng() % 20) * 0x800000u);
+    const float c = (rng() % 3 == 0) ? 0.0f
+                                     : bits_f32(static_cast<uint32_t>(rng() % 0x1000000u) + 0x3F000000u +
+                                                (rng() % 2 ? 0x80000000u : 0u) +
+                                                static_cast<uint32_t>(rng() % 20) * 0x800000u);
     const float h = hopper_step(a, b, n, c), r = ref_hopper_step(a, b, n, c);
     ASSERT_EQ(f32_bits(h), f32_bits(r)) << "trial " << trial;
     float f = c;

@@ -34,14 +34,16 @@ void check_against_reference(const std::vector<float>& x, int rows, int cols, in
       float amax = 0.0f;
       const int r1 = std::min(rows, (b0 + 1) * br), c1 = std::min(cols, (b1 + 1) * bc);
       for (int r = b0 * br; r < r1; ++r)
-        for (int c = b1 * bc; c < c1; ++c) amax = std::fmax(amax, std::fabs(x[static_cast<size_t>(r * cols + c)]));
+        for (int c = b1 * bc; c < c1; ++c)
+          amax = std::fmax(amax, std::fabs(x[static_cast<size_t>(r * cols + c)]));
       const bool partial = (r1 - b0 * br) < br || (c1 - b1 * bc) < bc;
       if (o.convention == ScaleConvention::nemo_refit && partial) amax = std::fmax(amax, std::fabs(x.back()));
       const BlockScale s = compute_block_scale(amax, o);
       ASSERT_EQ(t.scale_inv[static_cast<size_t>(b0 * t.col_blocks() + b1)], s.scale_inv) << b0 << "," << b1;
       for (int r = b0 * br; r < r1; ++r)
         for (int c = b1 * bc; c < c1; ++c) {
-          ASSERT_EQ(t.codes[static_cast<size_t>(r * cols + c)], quantize_with(x[static_cast<size_t>(r * cols + c)], s, o))
+          ASSERT_EQ(t.codes[static_cast<size_t>(r * cols + c)],
+                    quantize_with(x[static_cast<size_t>(r * cols + c)], s, o))
               << r << "," << c;
           ASSERT_EQ(t.block_scale_inv(r, c), s.scale_inv);
         }
@@ -49,8 +51,8 @@ void check_against_reference(const std::vector<float>& x, int rows, int cols, in
 }
 
 TEST(NumericsQuantize, PartialEdgeBlocksAllConventions) {
-  for (ScaleConvention c : {ScaleConvention::te, ScaleConvention::vllm, ScaleConvention::deepgemm,
-                            ScaleConvention::nemo_refit})
+  for (ScaleConvention c :
+       {ScaleConvention::te, ScaleConvention::vllm, ScaleConvention::deepgemm, ScaleConvention::nemo_refit})
     for (bool pow2 : {false, true}) {
       ScaleOptions o;
       o.convention = c;
@@ -79,8 +81,8 @@ TEST(NumericsQuantize, NemoPadsEdgeBlocksWithLastElement) {
 
 TEST(NumericsQuantize, DequantErrorBound) {
   const auto x = random_matrix(256, 384, 3);
-  for (ScaleConvention c : {ScaleConvention::te, ScaleConvention::vllm, ScaleConvention::deepgemm,
-                            ScaleConvention::nemo_refit}) {
+  for (ScaleConvention c :
+       {ScaleConvention::te, ScaleConvention::vllm, ScaleConvention::deepgemm, ScaleConvention::nemo_refit}) {
     ScaleOptions o;
     o.convention = c;
     const Fp8Tensor t = quantize_blocks(x.data(), 256, 384, 128, 128, o);
@@ -124,8 +126,8 @@ TEST(NumericsQuantize, NanAndInfInBlock) {
   o.convention = ScaleConvention::te;  // amax inf -> scale 1
   t = quantize_blocks(x.data(), 1, 128, 1, 128, o);
   EXPECT_EQ(t.scale_inv[0], 1.0f);
-  EXPECT_EQ(t.codes[5], 0x7E);  // satfinite
-  EXPECT_EQ(t.codes[0], 0x38);  // 1.0
+  EXPECT_EQ(t.codes[5], 0x7E);      // satfinite
+  EXPECT_EQ(t.codes[0], 0x38);      // 1.0
   std::vector<float> z(128, 0.0f);  // all-zero block: scale 1, zero codes
   t = quantize_blocks(z.data(), 1, 128, 1, 128, o);
   EXPECT_EQ(t.scale_inv[0], 1.0f);
@@ -139,7 +141,8 @@ TEST(NumericsQuantize, CublasLtLayouts) {
   const auto v = scales_for_cublaslt_vec128(a);
   ASSERT_EQ(v.size(), 3u * 8u);
   for (int m = 0; m < 6; ++m)
-    for (int kb = 0; kb < 3; ++kb) EXPECT_EQ(v[static_cast<size_t>(kb * 8 + m)], a.scale_inv[static_cast<size_t>(m * 3 + kb)]);
+    for (int kb = 0; kb < 3; ++kb)
+      EXPECT_EQ(v[static_cast<size_t>(kb * 8 + m)], a.scale_inv[static_cast<size_t>(m * 3 + kb)]);
   EXPECT_EQ(v[6], 0.0f);
   EXPECT_EQ(v[7], 0.0f);
   const auto w = random_matrix(260, 700, 6);  // 128x128: 3 x 6 blocks, K blocks padded to 8
@@ -147,7 +150,8 @@ TEST(NumericsQuantize, CublasLtLayouts) {
   const auto s = scales_for_cublaslt_blk128(b);
   ASSERT_EQ(s.size(), 3u * 8u);
   for (int r = 0; r < 3; ++r)
-    for (int kb = 0; kb < 6; ++kb) EXPECT_EQ(s[static_cast<size_t>(r * 8 + kb)], b.scale_inv[static_cast<size_t>(r * 6 + kb)]);
+    for (int kb = 0; kb < 6; ++kb)
+      EXPECT_EQ(s[static_cast<size_t>(r * 8 + kb)], b.scale_inv[static_cast<size_t>(r * 6 + kb)]);
   EXPECT_THROW(scales_for_cublaslt_blk128(a), rlp::Error);
   EXPECT_THROW(quantize_blocks(x.data(), 6, 300, 0, 128, o), rlp::Error);
 }

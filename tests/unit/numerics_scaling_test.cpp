@@ -34,7 +34,7 @@ TEST(NumericsScaling, TransformerEngine) {
   EXPECT_EQ(s.scale, 448.0f);
   EXPECT_EQ(s.scale_inv, 1.0f / 448.0f);
   s = compute_block_scale(3.0f, o);
-  EXPECT_EQ(s.scale, 448.0f / 3.0f);  // correctly rounded 149.333..
+  EXPECT_EQ(s.scale, 448.0f / 3.0f);    // correctly rounded 149.333..
   for (float a : {0.0f, kInf, kNaN}) {  // amax 0 / inf / NaN -> scale 1
     s = compute_block_scale(a, o);
     EXPECT_EQ(s.scale, 1.0f) << a;
@@ -148,7 +148,8 @@ TEST(NumericsScaling, MultiplyVersusDivideFoundAndPow2Agrees) {
     for (size_t i = 1; i < blk.size(); ++i) {
       // midpoint between e4m3 codes c and c+1 (c < 0x7E), as a fraction of the block's range
       const auto c = static_cast<uint8_t>(rng() % 0x7E);
-      const float mid = 0.5f * (fp8_to_float(c, Fp8Kind::e4m3) + fp8_to_float(static_cast<uint8_t>(c + 1), Fp8Kind::e4m3));
+      const float mid =
+          0.5f * (fp8_to_float(c, Fp8Kind::e4m3) + fp8_to_float(static_cast<uint8_t>(c + 1), Fp8Kind::e4m3));
       float v = mid * (amax / 448.0f);
       const int steps = static_cast<int>(rng() % 9) - 4;
       for (int s = 0; s < std::abs(steps); ++s) v = std::nextafter(v, steps > 0 ? 1e30f : 0.0f);
@@ -170,8 +171,9 @@ TEST(NumericsScaling, MultiplyVersusDivideFoundAndPow2Agrees) {
       if (same_pow2 && quantize_with(v, st2, te2) != quantize_with(v, sv2, vl2)) ++pow2_differ;
     }
   }
-  std::printf("te vs vllm: %ld of %ld elements get different codes; e.g. x=%a amax=%a te=0x%02x vllm=0x%02x\n",
-              differ, elements, static_cast<double>(ex_x), static_cast<double>(ex_amax), ex_te, ex_vl);
+  std::printf(
+      "te vs vllm: %ld of %ld elements get different codes; e.g. x=%a amax=%a te=0x%02x vllm=0x%02x\n",
+      differ, elements, static_cast<double>(ex_x), static_cast<double>(ex_amax), ex_te, ex_vl);
   std::printf("pow2: %ld of %ld blocks chose the same power; %ld differing codes there\n",
               pow2_same_scale_blocks, blocks, pow2_differ);
   ASSERT_GT(differ, 0) << "expected multiply-by-reciprocal and divide to disagree somewhere";

@@ -41,7 +41,8 @@ TEST_F(ReplayCli, DefaultRunFromAnotherDirectoryWritesAReadableFile) {
   EXPECT_NE(again.code, 0);
   EXPECT_NE(again.output.find("--force"), std::string::npos) << again.output;
 
-  if (std::system("/usr/bin/python3 -c 'import h5py' 2>/dev/null") != 0) GTEST_SKIP() << "python3-h5py not installed";
+  if (std::system("/usr/bin/python3 -c 'import h5py' 2>/dev/null") != 0)
+    GTEST_SKIP() << "python3-h5py not installed";
   const std::string script = write("check.py", R"(
 import h5py, json, sys
 f = h5py.File(sys.argv[1], "r")
@@ -81,7 +82,8 @@ TEST_F(ReplayCli, BadInputsFailCleanlyWithNoOutputFile) {
       {"empty prompt", "{\"id\": 1, \"prompt\": []}\n", "", "line 1"},
       {"response longer than the context", nullptr, "--max-new-tokens 3", ""},
       {"unknown recipe", "{\"id\": 1, \"prompt\": [1, 5], \"response\": [7]}\n", "--recipes bf16,fp4", "fp4"},
-      {"unknown knob value", "{\"id\": 1, \"prompt\": [1, 5], \"response\": [7]}\n", "--gen-attention ring", "ring"},
+      {"unknown knob value", "{\"id\": 1, \"prompt\": [1, 5], \"response\": [7]}\n", "--gen-attention ring",
+       "ring"},
       {"empty file", "", "", "no"},
   };
   for (const auto& c : cases) {
@@ -113,9 +115,10 @@ TEST_F(ReplayCli, InterruptLeavesNoOutput) {
   for (const char* sig : {"INT", "TERM"}) {
     // A run long enough to be interrupted mid-way (about a second of work before the first write).
     const std::string out = (dir_ / "int.h5").string();
-    const Result r = run("cd " + dir_.string() + " && (" + cli() +
-                         " replay -q --recipes bf16,fp8-gen,fp8-e2e,fp8-e2e-kv,fp16 --max-new-tokens 400 --out " +
-                         out + " & pid=$!; sleep 1; kill -" + sig + " $pid; wait $pid)");
+    const Result r =
+        run("cd " + dir_.string() + " && (" + cli() +
+            " replay -q --recipes bf16,fp8-gen,fp8-e2e,fp8-e2e-kv,fp16 --max-new-tokens 400 --out " + out +
+            " & pid=$!; sleep 1; kill -" + sig + " $pid; wait $pid)");
     EXPECT_NE(r.code, 0) << sig << ": " << r.output;
     EXPECT_NE(r.output.find("interrupted"), std::string::npos) << r.output;
     EXPECT_TRUE(only_inputs_left()) << sig;

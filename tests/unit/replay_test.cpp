@@ -1,16 +1,16 @@
 // Replay engine: zero divergence for identical paths, no dead knob, fp8-with-all-layers-bf16 ==
 // bf16, determinism across thread counts and runs, and the metrics it hands on.
-#include <gtest/gtest.h>
+#include "rlparity/replay/replay.hpp"
 
-#include <cmath>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <map>
 
 #include "rlparity/model/checkpoint.hpp"
 #include "rlparity/model/checkpoint_writer.hpp"
-#include "rlparity/replay/replay.hpp"
 #include "rlparity/util/error.hpp"
 #include "rlparity/util/parallel.hpp"
 
@@ -29,7 +29,9 @@ std::vector<InputSequence> small_inputs() {
   in[0] = {"a", {1, 295, 369, 309}, {306, 462, 449, 362, 303, 461}, true, {}, 1};
   in[1] = {"b", {1, 306, 463, 436, 448, 412, 472}, {453, 292, 295, 309, 330, 89, 164, 473, 330}, true, {}, 2};
   // Long enough that split-KV partitions and attention blocks of a few positions both matter.
-  in[2] = {"c", {1, 461, 390, 219, 162, 59, 69, 63, 461, 447, 303}, {303, 444, 339, 339, 310, 316, 341}, true, {}, 3};
+  in[2] = {
+      "c", {1, 461, 390, 219, 162, 59, 69, 63, 461, 447, 303}, {303, 444, 339, 339, 310, 316, 341}, true, {},
+      3};
   return in;
 }
 
@@ -103,17 +105,20 @@ TEST(Replay, EveryKnobChangesTheResult) {
   for (int s = 0; s < 2; ++s) {
     in[static_cast<std::size_t>(s)].id = std::to_string(s);
     for (int i = 0; i < 8; ++i) in[static_cast<std::size_t>(s)].prompt.push_back((i * 37 + s * 11 + 1) % 512);
-    for (int i = 0; i < 24; ++i) in[static_cast<std::size_t>(s)].response.push_back((i * 53 + s * 7 + 5) % 512);
+    for (int i = 0; i < 24; ++i)
+      in[static_cast<std::size_t>(s)].response.push_back((i * 53 + s * 7 + 5) % 512);
     in[static_cast<std::size_t>(s)].has_response = true;
   }
-  const std::map<std::string, std::string> flip = {
-      {"mode", "decode"},          {"batch", "64"},           {"act-dtype", "fp16"},
-      {"linear", "act"},           {"weight-quant", "vllm"},  {"act-quant", "vllm"},
-      {"pow2-scales", "on"},       {"fp8-promotion", "deepgemm"}, {"fp8-accum", "hopper"},
-      {"split-k", "3"},            {"k-chunk", "16"},         {"attention", "split-kv:8"},
-      {"attn-block", "4"},         {"attn-p-round", "off"},   {"kv-cache", "fp8"},
-      {"norm", "fused-add"},       {"residual", "fp32"},      {"rope-table", "rounded"},
-      {"mlp", "fused"},            {"logits", "bf16"}};
+  const std::map<std::string, std::string> flip = {{"mode", "decode"},       {"batch", "64"},
+                                                   {"act-dtype", "fp16"},    {"linear", "act"},
+                                                   {"weight-quant", "vllm"}, {"act-quant", "vllm"},
+                                                   {"pow2-scales", "on"},    {"fp8-promotion", "deepgemm"},
+                                                   {"fp8-accum", "hopper"},  {"split-k", "3"},
+                                                   {"k-chunk", "16"},        {"attention", "split-kv:8"},
+                                                   {"attn-block", "4"},      {"attn-p-round", "off"},
+                                                   {"kv-cache", "fp8"},      {"norm", "fused-add"},
+                                                   {"residual", "fp32"},     {"rope-table", "rounded"},
+                                                   {"mlp", "fused"},         {"logits", "bf16"}};
   for (const auto& k : knob_table()) {
     ASSERT_TRUE(flip.count(k.name)) << "no flip value for knob " << k.name;
     PathStyle base = default_training_style();
@@ -189,7 +194,7 @@ TEST(Replay, OracleMatchesIndependentReference) {
   opt.recipes = {"bf16"};
   const RunData run = run_replay(stories(), in, opt);
   const double want[] = {-10.31244157, -6.83746725, -10.82314505, -6.63690887, -4.98014187, -9.77711333,
-                         -7.31333868, -7.92554423, -8.44215147, -5.96090311, -5.46119193, -6.12275657};
+                         -7.31333868,  -7.92554423, -8.44215147,  -5.96090311, -5.46119193, -6.12275657};
   const auto& got = run.recipes[0].tokens.at("logp_oracle");
   ASSERT_EQ(got.size(), std::size(want));
   for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-8) << i;

@@ -2,8 +2,10 @@
 // external resources, every plot has data for every recipe, the summary numbers equal the run
 // file's attributes, tables are capped with a note, the Markdown tables parse, output is
 // deterministic, and a 1e6-token run gives a small page. Plus unit tests of the SVG writer.
-#include <gtest/gtest.h>
+#include "rlparity/report/report.hpp"
+
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <hdf5.h>
 
 #include <cmath>
@@ -20,7 +22,6 @@
 #include "rlparity/io/run_data.hpp"
 #include "rlparity/metrics/statistics.hpp"
 #include "rlparity/model/checkpoint_writer.hpp"
-#include "rlparity/report/report.hpp"
 #include "rlparity/report/svg.hpp"
 #include "unit/gate_test_util.hpp"
 
@@ -68,7 +69,10 @@ rlp::RunData make_run(const SynthSpec& sp) {
   for (std::size_t k = 0; k < sp.recipes.size(); ++k) {
     rlp::RecipeResult r;
     r.name = sp.recipes[k];
-    r.settings = {{"recipe", r.name}, {"gen", {{"gemm", "fp8"}, {"block", 128}}}, {"train", {{"gemm", "bf16"}}}, {"is_cap", 2.0}};
+    r.settings = {{"recipe", r.name},
+                  {"gen", {{"gemm", "fp8"}, {"block", 128}}},
+                  {"train", {{"gemm", "bf16"}}},
+                  {"is_cap", 2.0}};
     const double scale = 0.002 * std::pow(10.0, static_cast<double>(k));
     std::vector<double> lg(R), lt(R), kl(R);
     for (std::size_t i = 0; i < R; ++i) {
@@ -108,7 +112,8 @@ void walk(const XmlElement& e, const std::function<void(const XmlElement&)>& f) 
   for (const auto& c : e.children) walk(c, f);
 }
 
-std::vector<const XmlElement*> find_all(const XmlElement& root, const std::function<bool(const XmlElement&)>& pred) {
+std::vector<const XmlElement*> find_all(const XmlElement& root,
+                                        const std::function<bool(const XmlElement&)>& pred) {
   std::vector<const XmlElement*> out;
   std::function<void(const XmlElement&)> rec = [&](const XmlElement& e) {
     if (pred(e)) out.push_back(&e);
@@ -284,12 +289,14 @@ TEST_F(ReportHtml, HasNoExternalResources) {
   for (std::size_t p = h.find("src="); p != std::string::npos; p = h.find("src=", p + 1))
     EXPECT_EQ(h.compare(p + 5, 5, "data:"), 0) << h.substr(p, 60);
   // Only in-page links.
-  for (std::size_t p = h.find("href=\""); p != std::string::npos; p = h.find("href=\"", p + 1)) EXPECT_EQ(h[p + 6], '#');
+  for (std::size_t p = h.find("href=\""); p != std::string::npos; p = h.find("href=\"", p + 1))
+    EXPECT_EQ(h[p + 6], '#');
 }
 
 TEST_F(ReportHtml, HeaderNamesCheckpointInputsRecipesAndKnobs) {
   const auto root = parse_html(*html_);
-  const auto meta = find_all(root, [](const XmlElement& e) { return e.name == "table" && attr(e, "id") == "run-meta"; });
+  const auto meta =
+      find_all(root, [](const XmlElement& e) { return e.name == "table" && attr(e, "id") == "run-meta"; });
   ASSERT_EQ(meta.size(), 1u);
   std::map<std::string, std::string> kv;
   for (const auto& tr : meta[0]->children[0].children) kv[tr.children[0].text] = tr.children[1].text;
@@ -299,7 +306,8 @@ TEST_F(ReportHtml, HeaderNamesCheckpointInputsRecipesAndKnobs) {
   EXPECT_NE(kv["inputs"].find("synthetic.jsonl"), std::string::npos);
   EXPECT_EQ(kv["recipes"], "bf16, fp8-gen, fp8-e2e");
   EXPECT_NE(kv["written by"].find("test"), std::string::npos);
-  const auto settings = find_all(root, [](const XmlElement& e) { return e.name == "table" && has_class(e, "settings"); });
+  const auto settings =
+      find_all(root, [](const XmlElement& e) { return e.name == "table" && has_class(e, "settings"); });
   ASSERT_EQ(settings.size(), 3u);
   bool found = false;
   for (const auto& tr : settings[1]->children[0].children)
@@ -309,13 +317,16 @@ TEST_F(ReportHtml, HeaderNamesCheckpointInputsRecipesAndKnobs) {
 
 TEST_F(ReportHtml, EveryPlotHasDataForEachRecipe) {
   const auto root = parse_html(*html_);
-  const auto plots = find_all(root, [](const XmlElement& e) { return e.name == "svg" && has_class(e, "plot"); });
+  const auto plots =
+      find_all(root, [](const XmlElement& e) { return e.name == "svg" && has_class(e, "plot"); });
   std::set<std::string> ids;
   for (const auto* p : plots) ids.insert(attr(*p, "data-plot"));
   for (const auto& r : run_->recipes)
-    for (const char* kind : {"hist-abs-log-ratio-", "cdf-abs-log-ratio-", "hist-ratio-", "cdf-ratio-", "kl-position-", "layers-"})
+    for (const char* kind : {"hist-abs-log-ratio-", "cdf-abs-log-ratio-", "hist-ratio-", "cdf-ratio-",
+                             "kl-position-", "layers-"})
       EXPECT_TRUE(ids.count(kind + slug(r.name))) << kind << r.name;
-  for (const char* cmp : {"compare-hist-abs-log-ratio", "compare-cdf-abs-log-ratio", "compare-cdf-ratio", "compare-kl-position", "compare-layers"})
+  for (const char* cmp : {"compare-hist-abs-log-ratio", "compare-cdf-abs-log-ratio", "compare-cdf-ratio",
+                          "compare-kl-position", "compare-layers"})
     EXPECT_TRUE(ids.count(cmp)) << cmp;
   for (const auto* p : plots) {
     const std::string id = attr(*p, "data-plot");
@@ -328,7 +339,8 @@ TEST_F(ReportHtml, EveryPlotHasDataForEachRecipe) {
       want = {"gen vs train", "gen vs oracle", "train vs oracle"};
     } else {
       for (const auto& r : run_->recipes)
-        if (id.size() > r.name.size() && id.compare(id.size() - r.name.size(), r.name.size(), slug(r.name)) == 0 &&
+        if (id.size() > r.name.size() &&
+            id.compare(id.size() - r.name.size(), r.name.size(), slug(r.name)) == 0 &&
             id[id.size() - r.name.size() - 1] == '-')
           want = {r.name};
     }
@@ -342,7 +354,8 @@ TEST_F(ReportHtml, EveryPlotHasDataForEachRecipe) {
     }
     EXPECT_EQ(drawn, want) << id;
     // Axes are labelled.
-    const auto labels = find_all(*p, [](const XmlElement& e) { return e.name == "text" && has_class(e, "axis-label"); });
+    const auto labels =
+        find_all(*p, [](const XmlElement& e) { return e.name == "text" && has_class(e, "axis-label"); });
     EXPECT_EQ(labels.size(), 2u) << id;
   }
 }
@@ -368,7 +381,8 @@ void check_summary_table(const XmlElement& table, const rlp::RunData& run, std::
       if (std::isnan(it->second)) {
         EXPECT_EQ(text, "nan");
       } else {
-        EXPECT_EQ(std::strtod(text.c_str(), nullptr), it->second) << stat << " " << run.recipes[k].name << " " << text;
+        EXPECT_EQ(std::strtod(text.c_str(), nullptr), it->second)
+            << stat << " " << run.recipes[k].name << " " << text;
       }
       ++compared;
     }
@@ -391,7 +405,8 @@ TEST_F(ReportHtml, SummaryNumbersEqualTheHdf5Attributes) {
 
 TEST_F(ReportHtml, WorstTokensAreCappedWithANote) {
   const auto root = parse_html(*html_);
-  const auto tables = find_all(root, [](const XmlElement& e) { return e.name == "table" && has_class(e, "worst"); });
+  const auto tables =
+      find_all(root, [](const XmlElement& e) { return e.name == "table" && has_class(e, "worst"); });
   ASSERT_EQ(tables.size(), run_->recipes.size());
   const auto notes = find_all(root, [](const XmlElement& e) { return has_class(e, "omitted"); });
   ASSERT_EQ(notes.size(), run_->recipes.size());
@@ -404,7 +419,8 @@ TEST_F(ReportHtml, WorstTokensAreCappedWithANote) {
     const auto& rows = tables[k]->children.at(1).children;
     ASSERT_EQ(rows.size(), 50u);
     EXPECT_EQ(attr(*notes[k], "data-omitted"), std::to_string(n - 50));
-    EXPECT_NE(notes[k]->text.find(std::to_string(n - 50) + " of " + std::to_string(n) + " tokens omitted"), std::string::npos);
+    EXPECT_NE(notes[k]->text.find(std::to_string(n - 50) + " of " + std::to_string(n) + " tokens omitted"),
+              std::string::npos);
     double prev = INFINITY;
     for (const auto& tr : rows) {
       ASSERT_EQ(tr.children.size(), 7u);
@@ -413,12 +429,15 @@ TEST_F(ReportHtml, WorstTokensAreCappedWithANote) {
       prev = std::abs(lr);
       // sequence id + position + token id point at a token with this log ratio.
       const std::string sid = tr.children[0].text;
-      const auto s = static_cast<std::size_t>(std::find(run_->seq_ids.begin(), run_->seq_ids.end(), sid) - run_->seq_ids.begin());
+      const auto s = static_cast<std::size_t>(std::find(run_->seq_ids.begin(), run_->seq_ids.end(), sid) -
+                                              run_->seq_ids.begin());
       ASSERT_LT(s, run_->seq_ids.size());
       const auto pos = std::stoul(tr.children[1].text);
       const auto i = static_cast<std::size_t>(ro[s]) + pos;
       EXPECT_EQ(r.tokens.at("log_ratio")[i], lr);
-      EXPECT_EQ(std::stol(tr.children[2].text), run_->token_ids[static_cast<std::size_t>(run_->seq_offsets[s] + run_->prompt_lengths[s]) + pos]);
+      EXPECT_EQ(
+          std::stol(tr.children[2].text),
+          run_->token_ids[static_cast<std::size_t>(run_->seq_offsets[s] + run_->prompt_lengths[s]) + pos]);
       EXPECT_EQ(std::strtod(attr(tr.children[3], "data-v").c_str(), nullptr), r.tokens.at("logp_gen")[i]);
       EXPECT_EQ(std::strtod(attr(tr.children[6], "data-v").c_str(), nullptr), r.tokens.at("kl_gen_train")[i]);
     }
@@ -490,7 +509,8 @@ TEST_F(ReportHtml, GateVerdictsAndBaselineDeltas) {
   for (const auto* v : verdicts) fails += has_class(*v, "fail");
   EXPECT_GT(fails, 0u);  // fp8-e2e's mean |log ratio| is ~0.16 > 0.01
   EXPECT_LT(fails, 12u);
-  const auto deltas = find_all(root, [](const XmlElement& e) { return e.name == "table" && has_class(e, "deltas"); });
+  const auto deltas =
+      find_all(root, [](const XmlElement& e) { return e.name == "table" && has_class(e, "deltas"); });
   ASSERT_EQ(deltas.size(), run_->recipes.size());
   EXPECT_EQ(deltas[0]->children.at(1).children.size(), run_->recipes[0].summary.size());
   EXPECT_NE(html.find("/inputs differ"), std::string::npos);  // inputs differ: noted
@@ -528,7 +548,8 @@ TEST(ReportLarge, MillionTokenRunGivesASmallPage) {
   rlp::write_run_file(d / "big.h5", run, false);
   // Size is what a browser's load time follows; the load time itself is measured, not asserted
   // (tools/measure-report-load.sh, figures in docs/report.md).
-  const auto r = rlp_test::run_cli({"report", d / "big.h5", "-o", d / "big.html", "--markdown", d / "big.md"}, d.path().string());
+  const auto r = rlp_test::run_cli({"report", d / "big.h5", "-o", d / "big.html", "--markdown", d / "big.md"},
+                                   d.path().string());
   ASSERT_EQ(r.code, 0) << r.err;
   const auto size = std::filesystem::file_size(d / "big.html");
   std::printf("1e6-token report: %zu bytes of HTML\n", static_cast<std::size_t>(size));
@@ -538,7 +559,6 @@ TEST(ReportLarge, MillionTokenRunGivesASmallPage) {
   EXPECT_NE(html.find("tokens omitted"), std::string::npos);
   EXPECT_LT(std::filesystem::file_size(d / "big.md"), 64u * 1024);
 }
-
 
 // ---- attribution and inspect sections ----
 
@@ -556,10 +576,14 @@ void add_attribution(rlp::RunData& run, std::size_t L) {
   }
   std::vector<std::size_t> idx(L);
   for (std::size_t i = 0; i < L; ++i) idx[i] = i;
-  std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) { return t.values["mean_abs_log_ratio"][a] > t.values["mean_abs_log_ratio"][b]; });
+  std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
+    return t.values["mean_abs_log_ratio"][a] > t.values["mean_abs_log_ratio"][b];
+  });
   t.values["rank"].assign(L, 0.0);
   for (std::size_t r = 0; r < L; ++r) t.values["rank"][idx[r]] = static_cast<double>(r + 1);
-  t.info = {{"recipe", "fp8-gen"}, {"method", "one layer fp8"}, {"baseline_no_fp8_layer", {{"mean_abs_log_ratio", 1e-3}, {"mean_kl_gen_train", 1e-5}}}};
+  t.info = {{"recipe", "fp8-gen"},
+            {"method", "one layer fp8"},
+            {"baseline_no_fp8_layer", {{"mean_abs_log_ratio", 1e-3}, {"mean_kl_gen_train", 1e-5}}}};
   run.attribution["layers"] = t;
 
   rlp::AttributionTable c;
@@ -570,14 +594,22 @@ void add_attribution(rlp::RunData& run, std::size_t L) {
       c.values["bf16_layers"].push_back(F + K);
       c.values["mean_abs_log_ratio"].push_back(0.05 / (1.0 + F + 2.0 * K) + u(rng) * 1e-3);
       c.values["mean_kl_gen_train"].push_back(u(rng) * 1e-2);
-      c.values["removed_per_bf16_layer"].push_back(F + K > 0 ? (c.values["mean_abs_log_ratio"][0] - c.values["mean_abs_log_ratio"].back()) / (F + K) : 0.0);
+      c.values["removed_per_bf16_layer"].push_back(
+          F + K > 0 ? (c.values["mean_abs_log_ratio"][0] - c.values["mean_abs_log_ratio"].back()) / (F + K)
+                    : 0.0);
       c.values["recommended"].push_back(F == 0 && K == 1 ? 1.0 : 0.0);
     }
   c.info = {{"recipe", "fp8-gen"},
             {"criterion", "most removed per bf16 layer"},
-            {"full_recipe", {{"mean_abs_log_ratio", c.values["mean_abs_log_ratio"][0]}, {"mean_kl_gen_train", c.values["mean_kl_gen_train"][0]}}},
-            {"recommended", {{"bf16_first_layers", 0}, {"bf16_last_layers", 1}, {"mean_abs_log_ratio", c.values["mean_abs_log_ratio"][1]},
-                             {"mean_kl_gen_train", c.values["mean_kl_gen_train"][1]}, {"flags", "--bf16-first-layers 0 --bf16-last-layers 1"}}}};
+            {"full_recipe",
+             {{"mean_abs_log_ratio", c.values["mean_abs_log_ratio"][0]},
+              {"mean_kl_gen_train", c.values["mean_kl_gen_train"][0]}}},
+            {"recommended",
+             {{"bf16_first_layers", 0},
+              {"bf16_last_layers", 1},
+              {"mean_abs_log_ratio", c.values["mean_abs_log_ratio"][1]},
+              {"mean_kl_gen_train", c.values["mean_kl_gen_train"][1]},
+              {"flags", "--bf16-first-layers 0 --bf16-last-layers 1"}}}};
   run.attribution["layer_candidates"] = c;
 
   rlp::AttributionTable k;
@@ -589,7 +621,10 @@ void add_attribution(rlp::RunData& run, std::size_t L) {
     k.values["mean_kl_gen_train"].push_back(u(rng) * 0.1);
     k.values["rank"].push_back(0);
   }
-  k.info = {{"recipe", "fp8-gen"}, {"method", "one knob"}, {"aligned", {{"mean_abs_log_ratio", 0.0}}}, {"all_knobs", {{"mean_abs_log_ratio", 0.04}}}};
+  k.info = {{"recipe", "fp8-gen"},
+            {"method", "one knob"},
+            {"aligned", {{"mean_abs_log_ratio", 0.0}}},
+            {"all_knobs", {{"mean_abs_log_ratio", 0.04}}}};
   run.attribution["knobs"] = k;
 
   rlp::AttributionTable v;
@@ -633,9 +668,11 @@ bool same_number(const std::string& text, double v) {
 // The values of the first series of a bar chart, from the bars' titles ("label category: value").
 std::vector<double> chart_values(const XmlElement& root, const std::string& plot_id) {
   std::vector<double> out;
-  const auto svgs = find_all(root, [&](const XmlElement& e) { return e.name == "svg" && attr(e, "data-plot") == plot_id; });
+  const auto svgs =
+      find_all(root, [&](const XmlElement& e) { return e.name == "svg" && attr(e, "data-plot") == plot_id; });
   if (svgs.size() != 1) return out;
-  const auto groups = find_all(*svgs[0], [](const XmlElement& e) { return e.name == "g" && e.attrs.count("data-series"); });
+  const auto groups =
+      find_all(*svgs[0], [](const XmlElement& e) { return e.name == "g" && e.attrs.count("data-series"); });
   if (groups.empty()) return out;
   for (const auto& rect : groups[0]->children) {
     const std::string title = rect.children.empty() ? std::string() : rect.children[0].text;
@@ -682,21 +719,24 @@ struct SectionSpec {
 const std::vector<SectionSpec>& attribution_specs() {
   static const std::vector<SectionSpec> v = {
       {"layers", "attribution-layers", "Layer attribution", "layer", "mean_abs_log_ratio"},
-      {"layer_candidates", "attribution-layer-candidates", "bf16 first/last layers: the recommendation, measured", "", "mean_abs_log_ratio"},
+      {"layer_candidates", "attribution-layer-candidates",
+       "bf16 first/last layers: the recommendation, measured", "", "mean_abs_log_ratio"},
       {"knobs", "attribution-knobs", "Knob attribution", "knob", "mean_abs_log_ratio"},
       {"kv_scales", "attribution-kv-scales", "Stale KV-cache scales", "recipe", "mean_abs_log_ratio_added"}};
   return v;
 }
 
 // Index of the HDF5 row a report row shows: by its key column, or (candidates) by F and K.
-std::size_t hdf5_row(const rlp::AttributionTable& t, const SectionSpec& sp, const std::map<std::string, std::string>& row) {
+std::size_t hdf5_row(const rlp::AttributionTable& t, const SectionSpec& sp,
+                     const std::map<std::string, std::string>& row) {
   const std::size_t n = t.values.at(sp.sort).size();
   for (std::size_t i = 0; i < n; ++i) {
     if (sp.key.empty()) {
       if (same_number(row.at("bf16_first_layers"), t.values.at("bf16_first_layers")[i]) &&
           same_number(row.at("bf16_last_layers"), t.values.at("bf16_last_layers")[i]))
         return i;
-    } else if (t.labels.count(sp.key) ? t.labels.at(sp.key)[i] == row.at(sp.key) : same_number(row.at(sp.key), t.values.at(sp.key)[i])) {
+    } else if (t.labels.count(sp.key) ? t.labels.at(sp.key)[i] == row.at(sp.key)
+                                      : same_number(row.at(sp.key), t.values.at(sp.key)[i])) {
       return i;
     }
   }
@@ -760,7 +800,8 @@ TEST(ReportSections, AttributionSectionsShowTheHdf5Values) {
   // The recommendation: flags and the divergence it leaves, from /attribution/layer_candidates info.
   const auto& rec = run.attribution.at("layer_candidates").info.at("recommended");
   const std::string flags = rec.at("flags").get<std::string>();
-  const std::string leaves = "leaves mean |log ratio| " + rlp::report::format_sig(rec.at("mean_abs_log_ratio").get<double>(), 4);
+  const std::string leaves =
+      "leaves mean |log ratio| " + rlp::report::format_sig(rec.at("mean_abs_log_ratio").get<double>(), 4);
   for (const std::string* out : {&html, &md}) {
     EXPECT_NE(out->find("Recommended: " + flags), std::string::npos);
     EXPECT_NE(out->find(leaves), std::string::npos) << leaves;
@@ -829,11 +870,15 @@ TEST(ReportSections, InspectFileSectionsShowTheHdf5Values) {
   EXPECT_FALSE(rlp::is_inspect_file(d / "run.h5"));
 
   // `report INSPECT.h5` (kind told by the root attribute) and `report RUN.h5 --inspect INSPECT.h5`.
-  auto res = rlp_test::run_cli({"report", d / "inspect.h5", "-o", d / "i.html", "--markdown", d / "i.md"}, d.path().string());
+  auto res = rlp_test::run_cli({"report", d / "inspect.h5", "-o", d / "i.html", "--markdown", d / "i.md"},
+                               d.path().string());
   ASSERT_EQ(res.code, 0) << res.err;
-  res = rlp_test::run_cli({"report", d / "run.h5", "--inspect", d / "inspect.h5", "-o", d / "r.html", "--markdown", d / "r.md"}, d.path().string());
+  res = rlp_test::run_cli(
+      {"report", d / "run.h5", "--inspect", d / "inspect.h5", "-o", d / "r.html", "--markdown", d / "r.md"},
+      d.path().string());
   ASSERT_EQ(res.code, 0) << res.err;
-  res = rlp_test::run_cli({"report", d / "inspect.h5", "--baseline", d / "run.h5", "-o", d / "bad.html"}, d.path().string());
+  res = rlp_test::run_cli({"report", d / "inspect.h5", "--baseline", d / "run.h5", "-o", d / "bad.html"},
+                          d.path().string());
   EXPECT_EQ(res.code, 2);
   EXPECT_FALSE(std::filesystem::exists(d / "bad.html"));
 
@@ -859,7 +904,8 @@ TEST(ReportSections, InspectFileSectionsShowTheHdf5Values) {
         } else if (col.rfind("max_", 0) == 0) {  // maximum over the 8 convention x mode attributes
           double m = 0;
           for (const auto& c : convs)
-            for (const char* mode : {"_fp32_", "_pow2_"}) m = std::max(m, h5_attr(file, obj, c + mode + col.substr(4)));
+            for (const char* mode : {"_fp32_", "_pow2_"})
+              m = std::max(m, h5_attr(file, obj, c + mode + col.substr(4)));
           EXPECT_TRUE(same_number(text, m)) << obj << " " << col;
         } else {
           EXPECT_TRUE(same_number(text, h5_attr(file, obj, col))) << obj << " " << col << ": " << text;
@@ -870,13 +916,15 @@ TEST(ReportSections, InspectFileSectionsShowTheHdf5Values) {
       prev = w;
     }
     // The SNR charts: fp32 and pow2 scales, one series per convention, bars in the table's order.
-    for (const auto& [plot, mode] : std::vector<std::pair<std::string, std::string>>{{"inspect-tensors", "_fp32_"}, {"inspect-tensors-2", "_pow2_"}}) {
+    for (const auto& [plot, mode] : std::vector<std::pair<std::string, std::string>>{
+             {"inspect-tensors", "_fp32_"}, {"inspect-tensors-2", "_pow2_"}}) {
       const auto bars = chart_values(root, plot);
       ASSERT_EQ(bars.size(), rows.size()) << plot;
       for (std::size_t i = 0; i < rows.size(); ++i)
         EXPECT_TRUE(same_number(rows[i].at("te" + mode + "snr_db"), bars[i])) << plot;
       const auto svg = find_all(root, [&](const XmlElement& e) { return attr(e, "data-plot") == plot; });
-      const auto series = find_all(*svg.at(0), [](const XmlElement& e) { return e.name == "g" && e.attrs.count("data-series"); });
+      const auto series = find_all(
+          *svg.at(0), [](const XmlElement& e) { return e.name == "g" && e.attrs.count("data-series"); });
       EXPECT_EQ(series.size(), 4u);
     }
     // Per-layer table against /layers.
@@ -906,8 +954,9 @@ TEST(ReportCli, WritesHtmlAndMarkdownAtomicallyAndDeterministically) {
   b.seed = 3;
   rlp::write_run_file(d / "base.h5", make_run(b), false);
   rlp_test::write_text(d / "t.toml", "[default]\ngen_kl_error = { max = 0.002 }\n");
-  const std::vector<std::string> args = {"report", d / "run.h5", "-o", d / "a.html", "--markdown", d / "a.md",
-                                         "--baseline", d / "base.h5", "--thresholds", d / "t.toml", "--preset", "verl"};
+  const std::vector<std::string> args = {"report",       d / "run.h5", "-o",         d / "a.html",
+                                         "--markdown",   d / "a.md",   "--baseline", d / "base.h5",
+                                         "--thresholds", d / "t.toml", "--preset",   "verl"};
   auto r = rlp_test::run_cli(args, d.path().string());
   ASSERT_EQ(r.code, 0) << r.err;
   const std::string first = rlp_test::read_text(d / "a.html");
@@ -926,8 +975,8 @@ TEST(ReportCli, WritesHtmlAndMarkdownAtomicallyAndDeterministically) {
 TEST(ReportCli, DefaultOutputName) {
   rlp_test::TempDir d("report-default");
   rlp::write_run_file(d / "run.h5", make_run(SynthSpec{}), false);
-  const std::string cmd = "cd " + rlp_test::shell_quote(d.path().string()) + " && " + rlp_test::shell_quote(rlp_test::cli_path()) +
-                          " report -q run.h5 2>/dev/null";
+  const std::string cmd = "cd " + rlp_test::shell_quote(d.path().string()) + " && " +
+                          rlp_test::shell_quote(rlp_test::cli_path()) + " report -q run.h5 2>/dev/null";
   ASSERT_EQ(std::system(cmd.c_str()), 0);
   EXPECT_TRUE(std::filesystem::exists(d / "rlparity-report.html"));
 }
@@ -939,7 +988,8 @@ TEST(ReportCli, BadInputsExitTwoAndWriteNothing) {
   EXPECT_EQ(r.code, 2);
   EXPECT_FALSE(std::filesystem::exists(d / "x.html"));
   rlp::write_run_file(d / "run.h5", make_run(SynthSpec{}), false);
-  r = rlp_test::run_cli({"report", d / "run.h5", "-o", d / "x.html", "--preset", "no-such-preset"}, d.path().string());
+  r = rlp_test::run_cli({"report", d / "run.h5", "-o", d / "x.html", "--preset", "no-such-preset"},
+                        d.path().string());
   EXPECT_EQ(r.code, 2);
   EXPECT_FALSE(std::filesystem::exists(d / "x.html"));
   r = rlp_test::run_cli({"report", d / "run.h5", "-o", d / "no-such-dir/x.html"}, d.path().string());

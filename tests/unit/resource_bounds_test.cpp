@@ -26,7 +26,8 @@ using Bounds = rlp_test::ScratchDirTest;
 
 std::string safetensors(const std::string& header, const std::string& data) {
   std::string out(8, '\0');
-  for (int k = 0; k < 8; ++k) out[static_cast<std::size_t>(k)] = static_cast<char>((header.size() >> (8 * k)) & 0xFF);
+  for (int k = 0; k < 8; ++k)
+    out[static_cast<std::size_t>(k)] = static_cast<char>((header.size() >> (8 * k)) & 0xFF);
   return out + header + data;
 }
 
@@ -35,9 +36,11 @@ TEST_F(Bounds, DeclaredTensorSizeBeyondFileIsRefusedBeforeAllocation) {
   // allocate or read it would abort under the sanitizers or fault).
   fs::create_directories(dir_ / "ck");
   fs::copy_file(fs::path(kStories) / "config.json", dir_ / "ck" / "config.json");
-  write("ck/model.safetensors",
-        safetensors(R"({"model.embed_tokens.weight":{"dtype":"F32","shape":[1048576,1048576],"data_offsets":[0,4398046511104]}})",
-                    std::string(16, '\0')));
+  write(
+      "ck/model.safetensors",
+      safetensors(
+          R"({"model.embed_tokens.weight":{"dtype":"F32","shape":[1048576,1048576],"data_offsets":[0,4398046511104]}})",
+          std::string(16, '\0')));
   const std::string e = input_error([&] { rlp::Checkpoint::open((dir_ / "ck").string()); });
   EXPECT_NE(e.find("past the end of the file"), std::string::npos) << e;
 }
@@ -167,12 +170,14 @@ TEST(MemoryEstimate, CountsEachWeightFormAndTheOracle) {
   os.max_new_tokens = 500;
   const auto given = rlp::estimate_replay_memory(s, seqs(20, 16, 500), o, 1);
   const auto sampled = rlp::estimate_replay_memory(s, unsampled, os, 1);
-  EXPECT_DOUBLE_EQ(part(given, "one group of 4"), 4 * part(rlp::estimate_replay_memory(s, seqs(1, 16, 500), o, 1), "one group of 1"));
+  EXPECT_DOUBLE_EQ(part(given, "one group of 4"),
+                   4 * part(rlp::estimate_replay_memory(s, seqs(1, 16, 500), o, 1), "one group of 1"));
   EXPECT_GE(part(sampled, "one group of 16"), static_cast<double>(rlp::kGroupRowBytes));
   // The oracle keeps its hidden states and one log-prob per token (double), not full rows.
   o.oracle = true;
   const auto g1o = rlp::estimate_replay_memory(s, seqs(1, 2000, 2000), o, 1);
-  EXPECT_DOUBLE_EQ(part(g1o, "one group of 1") - part(g1, "one group of 1"), 8.0 * (32 * 2000.0 * 4096 + 2000));
+  EXPECT_DOUBLE_EQ(part(g1o, "one group of 1") - part(g1, "one group of 1"),
+                   8.0 * (32 * 2000.0 * 4096 + 2000));
 }
 
 TEST(MemoryEstimate, AbsurdShapesSaturateInsteadOfWrapping) {

@@ -50,7 +50,8 @@ RunData make_run(int S = 4, int response_scale = 1) {
   for (const char* name : {"bf16", "fp8-gen"}) {
     RecipeResult rr;
     rr.name = name;
-    rr.settings = {{"recipe", name}, {"gen", {{"attention", "split-kv:512"}}}, {"train", {{"residual", "fp32"}}}};
+    rr.settings = {
+        {"recipe", name}, {"gen", {{"attention", "split-kv:512"}}}, {"train", {{"residual", "fp32"}}}};
     std::vector<double> lg, lt, lo, kl, klr, agree;
     for (int64_t i = 0; i < R; ++i) {
       lg.push_back(u(rng));
@@ -60,7 +61,7 @@ RunData make_run(int S = 4, int response_scale = 1) {
       klr.push_back(1e-3 * -u(rng));
       agree.push_back(static_cast<double>(rng() % 2));
     }
-    rr.tokens = {{"logp_gen", lg}, {"logp_train", lt}, {"logp_oracle", lo},
+    rr.tokens = {{"logp_gen", lg},     {"logp_train", lt},    {"logp_oracle", lo},
                  {"kl_gen_train", kl}, {"kl_train_gen", klr}, {"top1_agree", agree}};
     rr.layers["rel_l2_gen_train"] = {1e-3, 2e-3, 3e-3, 4e-3, 5e-3};
     rr.layers["rel_l2_gen_oracle"] = {1e-4, 2e-4, 3e-4, 4e-4, 5e-4};
@@ -71,7 +72,8 @@ RunData make_run(int S = 4, int response_scale = 1) {
 }
 
 // Equal with NaN == NaN (undefined statistics, e.g. the mean of an empty sequence, are NaN).
-bool same(const std::map<std::string, std::vector<double>>& a, const std::map<std::string, std::vector<double>>& b) {
+bool same(const std::map<std::string, std::vector<double>>& a,
+          const std::map<std::string, std::vector<double>>& b) {
   if (a.size() != b.size()) return false;
   for (const auto& [k, v] : a) {
     auto it = b.find(k);
@@ -117,9 +119,8 @@ void expect_equal(const RunData& a, const RunData& b) {
 class RunFileTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("rlp_runfile_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("rlp_runfile_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -213,7 +214,8 @@ TEST_F(RunFileTest, MissingDirectoryAndInconsistentData) {
   if (::geteuid() != 0) {
     fs::create_directories(dir_ / "ro");
     fs::permissions(dir_ / "ro", fs::perms::owner_read | fs::perms::owner_exec);
-    const std::string m3 = error_of([&] { write_run_file((dir_ / "ro" / "x.h5").string(), make_run(), false); });
+    const std::string m3 =
+        error_of([&] { write_run_file((dir_ / "ro" / "x.h5").string(), make_run(), false); });
     EXPECT_NE(m3.find("not writable"), std::string::npos) << m3;
     fs::permissions(dir_ / "ro", fs::perms::owner_all);
   }
@@ -228,7 +230,9 @@ TEST_F(RunFileTest, FileSizeLimitLeavesNoFile) {
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     std::signal(SIGXFSZ, SIG_IGN);
-    struct rlimit lim{64 * 1024, 64 * 1024};
+    struct rlimit lim {
+      64 * 1024, 64 * 1024
+    };
     if (::setrlimit(RLIMIT_FSIZE, &lim) != 0) ::_exit(10);
     int code = 1;  // wrote successfully: wrong
     try {
@@ -273,7 +277,8 @@ TEST_F(RunFileTest, SchemaVersionMismatchAndBrokenFiles) {
     const double x[2] = {1, 2};
     const hsize_t dims[1] = {2};
     hid_t sp = H5Screate_simple(1, dims, nullptr);
-    hid_t d = H5Dcreate2(f, "/recipes/fp8-gen/tokens/ratio", H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t d = H5Dcreate2(f, "/recipes/fp8-gen/tokens/ratio", H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT,
+                         H5P_DEFAULT);
     H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, x);
     H5Dclose(d);
     H5Sclose(sp);
@@ -296,7 +301,8 @@ TEST_F(RunFileTest, InconsistentLengthsOnRead) {
     const double x[2] = {1, 2};
     const hsize_t dims[1] = {2};
     hid_t sp = H5Screate_simple(1, dims, nullptr);
-    hid_t d = H5Dcreate2(f, "/recipes/fp8-gen/tokens/ratio", H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t d = H5Dcreate2(f, "/recipes/fp8-gen/tokens/ratio", H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT,
+                         H5P_DEFAULT);
     H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, x);
     H5Dclose(d);
     H5Sclose(sp);
@@ -307,7 +313,8 @@ TEST_F(RunFileTest, InconsistentLengthsOnRead) {
 }
 
 TEST_F(RunFileTest, ReadableByH5py) {
-  if (std::system("/usr/bin/python3 -c 'import h5py' >/dev/null 2>&1") != 0) GTEST_SKIP() << "h5py not available";
+  if (std::system("/usr/bin/python3 -c 'import h5py' >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "h5py not available";
   write_run_file(path(), make_run(), false);
   const std::string script = R"PY(
 import sys, json, h5py, numpy as np

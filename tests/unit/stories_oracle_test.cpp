@@ -2,7 +2,8 @@
 // per-token log-probabilities.
 //
 // The expected values were produced once (not at test time) by
-//   /usr/bin/python3 tests/reference/llama2c_reference.py /work/shared/models/stories260K/stories260K.bin TOKENS...
+//   /usr/bin/python3 tests/reference/llama2c_reference.py /work/shared/models/stories260K/stories260K.bin
+//   TOKENS...
 // an independent numpy float64 forward of the ORIGINAL llama2.c checkpoint (its own file format,
 // interleaved RoPE as in llama2.c's run.c), which shares nothing with rlparity's safetensors loader,
 // HF rotate-half RoPE or forward. The numbers are its JSON output printed with 17 significant
@@ -35,20 +36,19 @@ struct Pinned {
 // Sequence A: the sequence the brief names (fixture prompts story-00..02 run together).
 const Pinned kSeqA = {
     {1, 295, 369, 309, 306, 462, 449, 362, 303, 461, 390, 219, 162, 59, 69, 63},
-    {-2.1707971752627464, -1.7367559699831783, -4.083755958699296, -10.312441574214782,
-     -6.8374672495778785, -10.823145047065854, -6.6369088719715403, -4.9801418720699271,
-     -9.7771133284214446, -7.3133386758002654, -7.9255442282852746, -8.4421514655988368,
-     -5.9609031076991226, -5.4611919287546487, -6.122756573791535}};
+    {-2.1707971752627464, -1.7367559699831783, -4.083755958699296, -10.312441574214782, -6.8374672495778785,
+     -10.823145047065854, -6.6369088719715403, -4.9801418720699271, -9.7771133284214446, -7.3133386758002654,
+     -7.9255442282852746, -8.4421514655988368, -5.9609031076991226, -5.4611919287546487, -6.122756573791535}};
 
 // Sequence B: fixtures/inputs/stories260K-prompts.jsonl story-03 followed by story-04 without its
 // leading BOS (21 tokens).
 const Pinned kSeqB = {
     {1, 461, 447, 303, 303, 444, 339, 339, 310, 316, 341, 341, 341, 200, 306, 420, 339, 294, 422, 310, 331},
-    {-1.2556742116243771, -2.9404545192547267, -2.422997515058023, -0.25004293172493453,
+    {-1.2556742116243771,  -2.9404545192547267, -2.422997515058023,   -0.25004293172493453,
      -0.91298612631278431, -1.4313541908757095, -0.85611791452673514, -2.7933674383892955,
-     -0.1825312817707799, -7.0853543828164973, -1.0269801791517099, -0.73351046883846227,
-     -7.0861130310951106, -8.5412757243342821, -5.911227353306546, -6.6145664768448587,
-     -4.4874488684695466, -1.7680511880571037, -5.7452934998824379, -2.0656502793318992}};
+     -0.1825312817707799,  -7.0853543828164973, -1.0269801791517099,  -0.73351046883846227,
+     -7.0861130310951106,  -8.5412757243342821, -5.911227353306546,   -6.6145664768448587,
+     -4.4874488684695466,  -1.7680511880571037, -5.7452934998824379,  -2.0656502793318992}};
 
 std::string sci(double x) {
   char buf[32];
@@ -76,7 +76,8 @@ void expect_pinned(const Pinned& p) {
   ASSERT_EQ(got.size(), p.expected.size());
   double worst = 0.0;
   for (std::size_t j = 0; j < got.size(); ++j) {
-    EXPECT_NEAR(got[j], p.expected[j], 1e-9) << "position " << j << " (predicting token " << p.tokens[j + 1] << ")";
+    EXPECT_NEAR(got[j], p.expected[j], 1e-9)
+        << "position " << j << " (predicting token " << p.tokens[j + 1] << ")";
     worst = std::max(worst, std::abs(got[j] - p.expected[j]));
   }
   ::testing::Test::RecordProperty("max_abs_err", sci(worst));

@@ -62,7 +62,9 @@ class TimedOps {
   explicit TimedOps(const rlp::EmulatedOps& ops) : ops_(ops) {}
   const rlp::ModelSpec& spec() const { return ops_.spec(); }
   void embed(const int32_t* t, int n, Mat& h) const { ops_.embed(t, n, h); }
-  void add_norm(Mat& r, const Mat* d, int l, rlp::NormSlot s, Mat& out) const { ops_.add_norm(r, d, l, s, out); }
+  void add_norm(Mat& r, const Mat* d, int l, rlp::NormSlot s, Mat& out) const {
+    ops_.add_norm(r, d, l, s, out);
+  }
   void residual_sum(const Mat& r, const Mat& d, Mat& out) const { ops_.residual_sum(r, d, out); }
   void linear(const Mat& x, int l, rlp::Proj p, Mat& y, bool decode_step = false) const {
     const auto t0 = Clock::now();
@@ -108,7 +110,8 @@ void BM_CheckpointOpen(benchmark::State& state) {
   state.counters["file_MB"] = static_cast<double>(g_.file_bytes) / 1e6;
   state.counters["rss_before_MB"] = g_.rss_open_before / 1e6;
   state.counters["rss_peak_open_MB"] = g_.rss_open_peak / 1e6;
-  state.counters["peak_minus_before_over_file"] = (g_.rss_open_peak - g_.rss_open_before) / static_cast<double>(g_.file_bytes);
+  state.counters["peak_minus_before_over_file"] =
+      (g_.rss_open_peak - g_.rss_open_before) / static_cast<double>(g_.file_bytes);
   state.counters["open_GB_per_s"] = static_cast<double>(g_.file_bytes) / best / 1e9;
 }
 
@@ -168,9 +171,15 @@ void BM_ForwardTrain(benchmark::State& state) {
 }  // namespace
 
 BENCHMARK(BM_CheckpointOpen)->Iterations(3)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_EigenGemm, before_forward, 0)->Iterations(3)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_EigenGemm, before_forward, 0)
+    ->Iterations(3)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK(BM_ForwardTrain)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_EigenGemm, after_forward, 1)->Iterations(3)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_EigenGemm, after_forward, 1)
+    ->Iterations(3)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 int main(int argc, char** argv) {
   if (const char* t = std::getenv("RLPARITY_BENCH_TOKENS")) g_.tokens = std::max(1, std::atoi(t));
@@ -189,20 +198,26 @@ int main(int argc, char** argv) {
     const double fl = g_.linear_flops_per_token * g_.tokens;
     const double whole = fl / g_.forward_s, lin = fl / (g_.linear_s + g_.lm_head_s);
     fmt::print("\nsummary ({} tokens, {} threads)\n", g_.tokens, rlp::thread_count());
-    fmt::print("  open (validate + hash)  {:.3f} s for {:.1f} MB; open / forward = {:.4f} (target < 0.05)\n", g_.open_s,
-               static_cast<double>(g_.file_bytes) / 1e6, g_.open_s / g_.forward_s);
-    fmt::print("  peak RSS while open     {:.1f} MB (RSS before open {:.1f} MB; file {:.1f} MB)\n", g_.rss_open_peak / 1e6,
-               g_.rss_open_before / 1e6, static_cast<double>(g_.file_bytes) / 1e6);
+    fmt::print("  open (validate + hash)  {:.3f} s for {:.1f} MB; open / forward = {:.4f} (target < 0.05)\n",
+               g_.open_s, static_cast<double>(g_.file_bytes) / 1e6, g_.open_s / g_.forward_s);
+    fmt::print("  peak RSS while open     {:.1f} MB (RSS before open {:.1f} MB; file {:.1f} MB)\n",
+               g_.rss_open_peak / 1e6, g_.rss_open_before / 1e6, static_cast<double>(g_.file_bytes) / 1e6);
     fmt::print("  peak RSS after forward  {:.1f} MB\n", g_.rss_forward_peak / 1e6);
-    fmt::print("  forward                 {:.2f} s, {:.1f} tokens/s (linears {:.2f} s, attention {:.2f} s, "
-               "lm_head+log-softmax {:.2f} s)\n",
-               g_.forward_s, g_.tokens / g_.forward_s, g_.linear_s, g_.attention_s, g_.lm_head_s);
-    fmt::print("  Eigen fp32 2048^3       {:.1f} GFLOP/s (1 thread), {:.1f} GFLOP/s ({} threads), best of before/after\n",
-               g_.eigen_1t_flops / 1e9, g_.eigen_nt_flops / 1e9, rlp::thread_count());
-    fmt::print("  GEMM rate, whole fwd    {:.1f} GFLOP/s = {:.3f} x Eigen ({} threads), {:.3f} x Eigen (1 thread)\n",
-               whole / 1e9, whole / g_.eigen_nt_flops, rlp::thread_count(), whole / g_.eigen_1t_flops);
-    fmt::print("  GEMM rate, linears only {:.1f} GFLOP/s = {:.3f} x Eigen ({} threads)  [lm_head time includes log-softmax]\n",
-               lin / 1e9, lin / g_.eigen_nt_flops, rlp::thread_count());
+    fmt::print(
+        "  forward                 {:.2f} s, {:.1f} tokens/s (linears {:.2f} s, attention {:.2f} s, "
+        "lm_head+log-softmax {:.2f} s)\n",
+        g_.forward_s, g_.tokens / g_.forward_s, g_.linear_s, g_.attention_s, g_.lm_head_s);
+    fmt::print(
+        "  Eigen fp32 2048^3       {:.1f} GFLOP/s (1 thread), {:.1f} GFLOP/s ({} threads), best of "
+        "before/after\n",
+        g_.eigen_1t_flops / 1e9, g_.eigen_nt_flops / 1e9, rlp::thread_count());
+    fmt::print(
+        "  GEMM rate, whole fwd    {:.1f} GFLOP/s = {:.3f} x Eigen ({} threads), {:.3f} x Eigen (1 thread)\n",
+        whole / 1e9, whole / g_.eigen_nt_flops, rlp::thread_count(), whole / g_.eigen_1t_flops);
+    fmt::print(
+        "  GEMM rate, linears only {:.1f} GFLOP/s = {:.3f} x Eigen ({} threads)  [lm_head time includes "
+        "log-softmax]\n",
+        lin / 1e9, lin / g_.eigen_nt_flops, rlp::thread_count());
   }
   return 0;
 }

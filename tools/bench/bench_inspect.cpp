@@ -53,7 +53,8 @@ Fixture& fixture() {
     x.ckpt = std::make_unique<rlp::Checkpoint>(rlp::Checkpoint::open(x.dir.string()));
     for (int l = 0; l < x.ckpt->spec().layers; ++l)
       for (int p = 0; p < rlp::kNumProj; ++p) {
-        const auto& t = x.ckpt->tensor(rlp::layer_tensor_name(l, rlp::proj_tensor_suffix(static_cast<rlp::Proj>(p))) + ".weight");
+        const auto& t = x.ckpt->tensor(
+            rlp::layer_tensor_name(l, rlp::proj_tensor_suffix(static_cast<rlp::Proj>(p))) + ".weight");
         x.tensors.push_back(&t);
         x.bytes += static_cast<int64_t>(t.nbytes);
       }
@@ -111,16 +112,16 @@ void BM_Inspect(benchmark::State& state) {
     const rlp::InspectResult r = rlp::inspect_checkpoint(*f.ckpt);
     benchmark::DoNotOptimize(r.tensors.data());
   }
-  state.counters["bytes/s"] = benchmark::Counter(static_cast<double>(f.bytes) * static_cast<double>(state.iterations()),
-                                                 benchmark::Counter::kIsRate);
+  state.counters["bytes/s"] = benchmark::Counter(
+      static_cast<double>(f.bytes) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Inspect)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 
 void BM_PlainRead(benchmark::State& state) {
   Fixture& f = fixture();
   for (auto _ : state) benchmark::DoNotOptimize(plain_read_once(f));
-  state.counters["bytes/s"] = benchmark::Counter(static_cast<double>(f.bytes) * static_cast<double>(state.iterations()),
-                                                 benchmark::Counter::kIsRate);
+  state.counters["bytes/s"] = benchmark::Counter(
+      static_cast<double>(f.bytes) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_PlainRead)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 
@@ -152,15 +153,18 @@ int main(int argc, char** argv) {
   const double bytes = static_cast<double>(f.bytes);
   std::printf("\nsummary: %d tensors, %.1f MB of bf16 weights, %d threads, best of 7 interleaved runs\n",
               static_cast<int>(f.tensors.size()), bytes / 1e6, rlp::thread_count());
-  std::printf("  inspect (each byte read once; 4 conventions x 2 scale modes per block): %.4f s -> %.2f GB/s read\n",
-              best_i, bytes / best_i / 1e9);
+  std::printf(
+      "  inspect (each byte read once; 4 conventions x 2 scale modes per block): %.4f s -> %.2f GB/s read\n",
+      best_i, bytes / best_i / 1e9);
   std::printf("  plain read, 1 pass:  %.4f s -> %.2f GB/s\n", best_p1, bytes / best_p1 / 1e9);
   std::printf("  plain read, %d passes: %.4f s -> %.2f GB/s\n", kConventions, best_p4,
               kConventions * bytes / best_p4 / 1e9);
   std::printf("  ratio, bytes actually read (plain 1 pass / inspect time): %.3f\n", best_p1 / best_i);
-  std::printf("  ratio, per convention (%d x bytes / inspect time vs %d plain reads = plain %d passes / inspect time): "
-              "%.3f (goal >= 0.3)\n",
-              kConventions, kConventions, kConventions, best_p4 / best_i);
+  std::printf(
+      "  ratio, per convention (%d x bytes / inspect time vs %d plain reads = plain %d passes / inspect "
+      "time): "
+      "%.3f (goal >= 0.3)\n",
+      kConventions, kConventions, kConventions, best_p4 / best_i);
   benchmark::Shutdown();
   delete &f;
   return 0;

@@ -48,7 +48,8 @@ void set_flops(benchmark::State& s, const Shape& sh) {
 void BM_EigenF32Gemm(benchmark::State& s) {
   const Shape sh = shape_of(s);
   using RM = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  const auto xv = random_bf16(static_cast<std::size_t>(sh.M) * sh.K, 1), wv = random_bf16(static_cast<std::size_t>(sh.N) * sh.K, 2);
+  const auto xv = random_bf16(static_cast<std::size_t>(sh.M) * sh.K, 1),
+             wv = random_bf16(static_cast<std::size_t>(sh.N) * sh.K, 2);
   Eigen::Map<const RM> X(xv.data(), sh.M, sh.K), W(wv.data(), sh.N, sh.K);
   RM Y(sh.M, sh.N);
   for (auto _ : s) {
@@ -61,7 +62,8 @@ void BM_EigenF32Gemm(benchmark::State& s) {
 void BM_EmulatedBf16Gemm(benchmark::State& s) {
   const Shape sh = shape_of(s);
   rlp::set_thread_count(static_cast<int>(s.range(3)));
-  const auto X = random_bf16(static_cast<std::size_t>(sh.M) * sh.K, 1), W = random_bf16(static_cast<std::size_t>(sh.N) * sh.K, 2);
+  const auto X = random_bf16(static_cast<std::size_t>(sh.M) * sh.K, 1),
+             W = random_bf16(static_cast<std::size_t>(sh.N) * sh.K, 2);
   // Weights as replay holds them: bf16 bit patterns, widened slice by slice inside the kernel.
   std::vector<uint16_t> W16(W.size());
   for (std::size_t i = 0; i < W.size(); ++i) W16[i] = rlp::num::float_to_bf16_bits(W[i]);
@@ -80,7 +82,8 @@ void BM_EmulatedBf16Gemm(benchmark::State& s) {
 void BM_EmulatedBf16GemmFloatW(benchmark::State& s) {
   const Shape sh = shape_of(s);
   rlp::set_thread_count(static_cast<int>(s.range(3)));
-  const auto X = random_bf16(static_cast<std::size_t>(sh.M) * sh.K, 1), W = random_bf16(static_cast<std::size_t>(sh.N) * sh.K, 2);
+  const auto X = random_bf16(static_cast<std::size_t>(sh.M) * sh.K, 1),
+             W = random_bf16(static_cast<std::size_t>(sh.N) * sh.K, 2);
   std::vector<float> Y(static_cast<std::size_t>(sh.M) * sh.N);
   GemmConfig cfg;
   for (auto _ : s) {
@@ -94,7 +97,8 @@ void BM_EmulatedBf16GemmFloatW(benchmark::State& s) {
 void BM_EmulatedFp8Gemm(benchmark::State& s) {
   const Shape sh = shape_of(s);
   rlp::set_thread_count(static_cast<int>(s.range(3)));
-  const auto xv = random_bf16(static_cast<std::size_t>(sh.M) * sh.K, 1), wv = random_bf16(static_cast<std::size_t>(sh.N) * sh.K, 2);
+  const auto xv = random_bf16(static_cast<std::size_t>(sh.M) * sh.K, 1),
+             wv = random_bf16(static_cast<std::size_t>(sh.N) * sh.K, 2);
   ScaleOptions o;
   const Fp8Tensor X = quantize_blocks(xv.data(), sh.M, sh.K, 1, 128, o);
   const Fp8Tensor W = quantize_blocks(wv.data(), sh.N, sh.K, 128, 128, o);
@@ -134,15 +138,37 @@ void BM_Quantize4096Blk128(benchmark::State& s) {
   s.SetBytesProcessed(static_cast<int64_t>(s.iterations()) * static_cast<int64_t>(x.size() * sizeof(float)));
 }
 
-BENCHMARK(BM_EigenF32Gemm)->Args({2048, 2048, 2048})->Args({16, 4096, 4096})->Args({8, 4096, 4096})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_EigenF32Gemm)
+    ->Args({2048, 2048, 2048})
+    ->Args({16, 4096, 4096})
+    ->Args({8, 4096, 4096})
+    ->Unit(benchmark::kMillisecond);
 // Last arg: thread count. 1 = like Eigen, timed by CPU time (robust on a shared machine);
 // 0 = all hardware threads, timed by wall clock (the only meaningful rate for several threads).
-BENCHMARK(BM_EmulatedBf16Gemm)->Args({2048, 2048, 2048, 1})->Args({16, 4096, 4096, 1})->Args({8, 4096, 4096, 1})->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_EmulatedFp8Gemm)->Args({2048, 2048, 2048, 1})->Args({16, 4096, 4096, 1})->Args({8, 4096, 4096, 1})->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_EmulatedBf16Gemm)->Args({2048, 2048, 2048, 0})->Args({16, 4096, 4096, 0})->Args({8, 4096, 4096, 0})->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_EmulatedBf16Gemm)
+    ->Args({2048, 2048, 2048, 1})
+    ->Args({16, 4096, 4096, 1})
+    ->Args({8, 4096, 4096, 1})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_EmulatedFp8Gemm)
+    ->Args({2048, 2048, 2048, 1})
+    ->Args({16, 4096, 4096, 1})
+    ->Args({8, 4096, 4096, 1})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_EmulatedBf16Gemm)
+    ->Args({2048, 2048, 2048, 0})
+    ->Args({16, 4096, 4096, 0})
+    ->Args({8, 4096, 4096, 0})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_EmulatedBf16GemmFloatW)->Args({8, 4096, 4096, 1})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_EmulatedBf16GemmFloatW)->Args({8, 4096, 4096, 0})->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_EmulatedFp8Gemm)->Args({2048, 2048, 2048, 0})->Args({16, 4096, 4096, 0})->Args({8, 4096, 4096, 0})->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_EmulatedFp8Gemm)
+    ->Args({2048, 2048, 2048, 0})
+    ->Args({16, 4096, 4096, 0})
+    ->Args({8, 4096, 4096, 0})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Memcpy4096)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Quantize4096Blk128)->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Quantize4096Blk128)->Arg(0)->UseRealTime()->Unit(benchmark::kMillisecond);
@@ -154,8 +180,10 @@ class Collector : public benchmark::ConsoleReporter {
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const Run& r : runs) {
       const auto it = r.counters.find("FLOP/s");
-      if (it != r.counters.end()) rate[r.benchmark_name()] = it->second.value;
-      else if (r.counters.count("bytes_per_second")) rate[r.benchmark_name()] = r.counters.at("bytes_per_second").value;
+      if (it != r.counters.end())
+        rate[r.benchmark_name()] = it->second.value;
+      else if (r.counters.count("bytes_per_second"))
+        rate[r.benchmark_name()] = r.counters.at("bytes_per_second").value;
     }
     ConsoleReporter::ReportRuns(runs);
   }
@@ -185,7 +213,7 @@ int main(int argc, char** argv) {
         if (e2 > 0 && v > 0)
           std::printf("  %-20s %-15s threads=%-3s %7.2f GFLOP/s  ratio %.2f\n", what, sh,
                       th[0] == '0' ? "all" : th, v * 1e-9, v / e2);
-    // threads=all rows are wall-clock rates: on a loaded machine they understate the kernel.
+        // threads=all rows are wall-clock rates: on a loaded machine they understate the kernel.
       }
     if (e2 > 0) std::printf("  %-20s %-15s threads=1   %7.2f GFLOP/s\n", "Eigen fp32", sh, e2 * 1e-9);
   }

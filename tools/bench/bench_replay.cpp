@@ -59,15 +59,22 @@ bool parse(int argc, char** argv, Args& a) {
       if (i + 1 >= argc) throw std::runtime_error(k + " needs a value");
       return argv[++i];
     };
-    if (k == "--threads") a.threads = std::stoi(value());
-    else if (k == "--recipes") a.recipes = split(value());
-    else if (k == "--no-oracle") a.oracle = false;
-    else if (k == "--sequences") a.sequences = std::stoi(value());
-    else if (k == "--prompt") a.prompt = std::stoi(value());
-    else if (k == "--response") a.response = std::stoi(value());
+    if (k == "--threads")
+      a.threads = std::stoi(value());
+    else if (k == "--recipes")
+      a.recipes = split(value());
+    else if (k == "--no-oracle")
+      a.oracle = false;
+    else if (k == "--sequences")
+      a.sequences = std::stoi(value());
+    else if (k == "--prompt")
+      a.prompt = std::stoi(value());
+    else if (k == "--response")
+      a.response = std::stoi(value());
     else {
-      fmt::print(stderr, "usage: bench_replay [--threads N] [--recipes a,b,c] [--no-oracle] [--sequences S] "
-                         "[--prompt P] [--response R]\n");
+      fmt::print(stderr,
+                 "usage: bench_replay [--threads N] [--recipes a,b,c] [--no-oracle] [--sequences S] "
+                 "[--prompt P] [--response R]\n");
       return false;
     }
   }
@@ -131,10 +138,12 @@ int main(int argc, char** argv) {
     opt.recipes = args.recipes;
     opt.oracle = args.oracle;
     const rlp::MemoryEstimate est = rlp::estimate_replay_memory(ck.spec(), inputs, opt, threads, bc.bytes());
-    fmt::print("checkpoint: {} ({:.1f} MB, written in {:.1f} s); {} sequences x ({} prompt + {} response); recipes {}{}; "
-               "{} threads\n",
-               bc.dir(), static_cast<double>(bc.bytes()) / 1e6, bc.write_seconds(), args.sequences, args.prompt,
-               args.response, fmt::join(args.recipes, ","), args.oracle ? " + oracle" : "", threads);
+    fmt::print(
+        "checkpoint: {} ({:.1f} MB, written in {:.1f} s); {} sequences x ({} prompt + {} response); recipes "
+        "{}{}; "
+        "{} threads\n",
+        bc.dir(), static_cast<double>(bc.bytes()) / 1e6, bc.write_seconds(), args.sequences, args.prompt,
+        args.response, fmt::join(args.recipes, ","), args.oracle ? " + oracle" : "", threads);
 
     const rlp::bench::EigenRate before = rlp::bench::eigen_gemm_rate(threads);
     const bool reset = rlp::bench::reset_peak_rss();
@@ -152,28 +161,35 @@ int main(int argc, char** argv) {
     const double tokens_per_path = static_cast<double>(args.sequences) * (args.prompt + args.response - 1);
     const double paths = 2.0 * static_cast<double>(run.recipes.size()) + (args.oracle ? 1.0 : 0.0);
     const double flops = paths * tokens_per_path * rlp::bench::linear_flops_per_token(ck.spec());
-    const double scored = static_cast<double>(args.sequences) * args.response * static_cast<double>(run.recipes.size());
+    const double scored =
+        static_cast<double>(args.sequences) * args.response * static_cast<double>(run.recipes.size());
     const double bound = 2.0 * (prepared_weight_bytes(est) + kv_cache_bytes(ck.spec(), args, threads));
 
     fmt::print("\nsummary\n");
     fmt::print("  wall time               {:.1f} s\n", wall);
-    fmt::print("  tokens/s                {:.1f} response tokens scored per s ({} recipes x {} tokens); "
-               "{:.1f} positions computed per s over {} path runs\n",
-               scored / wall, run.recipes.size(), args.sequences * args.response, paths * tokens_per_path / wall, paths);
-    fmt::print("  Eigen fp32 2048^3       {:.1f} GFLOP/s ({} threads), {:.1f} GFLOP/s (1 thread); best of before/after\n",
-               eigen_n / 1e9, threads, eigen_1 / 1e9);
-    fmt::print("  effective GEMM rate     {:.1f} GFLOP/s ({:.2f} TFLOP in {} path runs) = {:.3f} x Eigen ({} threads) "
-               "(goal >= 0.35)\n",
-               flops / wall / 1e9, flops / 1e12, paths, flops / wall / eigen_n, threads);
+    fmt::print(
+        "  tokens/s                {:.1f} response tokens scored per s ({} recipes x {} tokens); "
+        "{:.1f} positions computed per s over {} path runs\n",
+        scored / wall, run.recipes.size(), args.sequences * args.response, paths * tokens_per_path / wall,
+        paths);
+    fmt::print(
+        "  Eigen fp32 2048^3       {:.1f} GFLOP/s ({} threads), {:.1f} GFLOP/s (1 thread); best of "
+        "before/after\n",
+        eigen_n / 1e9, threads, eigen_1 / 1e9);
+    fmt::print(
+        "  effective GEMM rate     {:.1f} GFLOP/s ({:.2f} TFLOP in {} path runs) = {:.3f} x Eigen ({} "
+        "threads) "
+        "(goal >= 0.35)\n",
+        flops / wall / 1e9, flops / 1e12, paths, flops / wall / eigen_n, threads);
     if (peak > 0) {
       const double est_total = static_cast<double>(est.total + est.mapped_checkpoint);
       fmt::print("  peak RSS                {:.1f} MiB; bound 2 x (prepared weights + KV) = {:.1f} MiB: {}\n",
                  peak / 1048576.0, bound / 1048576.0, peak < bound ? "within" : "EXCEEDED");
       fmt::print("  --max-memory estimate   {:.1f} MiB + {:.1f} MiB mapped checkpoint (RSS counts it): {}\n",
-                 static_cast<double>(est.total) / 1048576.0, static_cast<double>(est.mapped_checkpoint) / 1048576.0,
+                 static_cast<double>(est.total) / 1048576.0,
+                 static_cast<double>(est.mapped_checkpoint) / 1048576.0,
                  peak <= est_total ? "an upper bound, as documented" : "BELOW the measured peak");
-    }
-    else
+    } else
       fmt::print("  peak RSS                not measured (/proc/self/clear_refs not writable)\n");
     fmt::print("\nmemory estimate:\n{}\n", est.describe());
   } catch (const std::exception& e) {

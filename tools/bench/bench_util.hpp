@@ -26,7 +26,9 @@
 namespace rlp::bench {
 
 using Clock = std::chrono::steady_clock;
-inline double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+inline double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 // /proc/self/status field (kB) as bytes; -1 if absent.
 inline double proc_status_bytes(const char* key) {
@@ -95,7 +97,8 @@ inline RandomCheckpointOptions bench_model(const std::string& out) {
 
 // Model GEMM FLOPs per token: 2 x the parameters of the decoder linears and the lm_head.
 inline double linear_flops_per_token(const ModelSpec& sp) {
-  const double qo = static_cast<double>(sp.heads) * sp.head_dim, kv = static_cast<double>(sp.kv_heads) * sp.head_dim;
+  const double qo = static_cast<double>(sp.heads) * sp.head_dim,
+               kv = static_cast<double>(sp.kv_heads) * sp.head_dim;
   const double per_layer = sp.hidden * (2 * qo + 2 * kv) + 3.0 * sp.hidden * sp.intermediate;
   return 2.0 * (sp.layers * per_layer + static_cast<double>(sp.vocab) * sp.hidden);
 }
@@ -124,7 +127,8 @@ class BenchCheckpoint {
       fmt::print(stderr, "{}: could not write the benchmark checkpoint to {}\n", tag, dir_.string());
       return;
     }
-    for (const auto& e : std::filesystem::directory_iterator(dir_)) bytes_ += std::filesystem::file_size(e.path());
+    for (const auto& e : std::filesystem::directory_iterator(dir_))
+      bytes_ += std::filesystem::file_size(e.path());
     write_s_ = seconds_since(t0);
   }
   ~BenchCheckpoint() {

@@ -3,10 +3,9 @@
 // the same per-token, per-sequence and summary statistics as replay (docs/compare.md).
 #pragma once
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "rlparity/io/run_data.hpp"
 #include "rlparity/metrics/statistics.hpp"
@@ -50,7 +49,7 @@ std::vector<DumpSequence> read_prime_rl_exports(const std::string& dir, std::siz
 // Builds the run (one recipe `name`, tokens logp_gen/logp_train, no logp_oracle, no layers),
 // finalizes its statistics, and records `source` (a JSON object describing the inputs) in the
 // run's extra attributes. InputError for an empty list or an invalid recipe name.
-RunData build_compare_run(const std::vector<DumpSequence>& seqs, const std::string& name, const nlohmann::json& source,
-                          const StatsOptions& stats = {});
+RunData build_compare_run(const std::vector<DumpSequence>& seqs, const std::string& name,
+                          const nlohmann::json& source, const StatsOptions& stats = {});
 
 }  // namespace rlp::compare

@@ -37,13 +37,13 @@ const char* verdict_name(Verdict v);  // "pass", "fail", "missing"
 
 struct Check {
   std::string recipe, statistic;
-  std::optional<double> value;         // absent: the run has no such summary attribute
-  std::optional<Bound> bound;          // absolute bound, if the thresholds set one
-  std::optional<double> baseline;      // the baseline's value, if compared
-  std::optional<double> tolerance;     // relative regression tolerance used with `baseline`
+  std::optional<double> value;      // absent: the run has no such summary attribute
+  std::optional<Bound> bound;       // absolute bound, if the thresholds set one
+  std::optional<double> baseline;   // the baseline's value, if compared
+  std::optional<double> tolerance;  // relative regression tolerance used with `baseline`
   Direction direction = Direction::lower_is_better;
   Verdict verdict = Verdict::pass;
-  std::string message;                 // why it failed / is missing; empty on pass
+  std::string message;  // why it failed / is missing; empty on pass
 };
 
 struct GateOptions {

@@ -1,9 +1,8 @@
 // Renderings of a gate result: a terminal table, JUnit XML (one <testcase> per recipe and
 // statistic), Markdown (a CI step summary) and JSON. Pure functions returning text.
 #pragma once
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "rlparity/gate/gate.hpp"
 

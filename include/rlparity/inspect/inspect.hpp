@@ -25,14 +25,14 @@ namespace rlp {
 struct QuantStats {
   num::ScaleConvention convention = num::ScaleConvention::te;
   bool pow2 = false;
-  double sum_sq_x = 0.0;    // sum of x^2 (float64, block-row order)
-  double sum_sq_err = 0.0;  // sum of (x - dequant(x))^2, the difference taken in float64
-  double snr_db = 0.0;      // 10 log10(sum_sq_x / sum_sq_err); +inf when the error is 0
-  double rel_fro_err = 0.0; // sqrt(sum_sq_err / sum_sq_x); 0 when both are 0
-  int64_t saturated = 0;    // |v| > 448, v = the scaled value before clamp/cast (see below)
-  int64_t clipped = 0;      // |v| > 464: the clamp lost more than rounding would (v rounds past 448)
-  int64_t flushed = 0;      // x != 0 but the fp8 code is +-0
-  int64_t nonfinite = 0;    // x is NaN or inf (excluded from the sums and counts above)
+  double sum_sq_x = 0.0;      // sum of x^2 (float64, block-row order)
+  double sum_sq_err = 0.0;    // sum of (x - dequant(x))^2, the difference taken in float64
+  double snr_db = 0.0;        // 10 log10(sum_sq_x / sum_sq_err); +inf when the error is 0
+  double rel_fro_err = 0.0;   // sqrt(sum_sq_err / sum_sq_x); 0 when both are 0
+  int64_t saturated = 0;      // |v| > 448, v = the scaled value before clamp/cast (see below)
+  int64_t clipped = 0;        // |v| > 464: the clamp lost more than rounding would (v rounds past 448)
+  int64_t flushed = 0;        // x != 0 but the fp8 code is +-0
+  int64_t nonfinite = 0;      // x is NaN or inf (excluded from the sums and counts above)
   int64_t blocks_differ = 0;  // blocks whose codes differ from te's with the same scale mode
   double blocks_differ_frac = 0.0;
 };
@@ -46,11 +46,11 @@ const std::vector<num::ScaleConvention>& inspect_conventions();
 
 struct TensorInspection {
   std::string name;
-  int layer = -1;        // decoder layer index, from "model.layers.<i>."
-  std::string proj;      // "q_proj", ..., "down_proj"
-  std::string dtype;     // checkpoint dtype
+  int layer = -1;     // decoder layer index, from "model.layers.<i>."
+  std::string proj;   // "q_proj", ..., "down_proj"
+  std::string dtype;  // checkpoint dtype
   int64_t rows = 0, cols = 0;
-  int64_t blocks = 0;    // 128x128 blocks (edge blocks partial)
+  int64_t blocks = 0;                                        // 128x128 blocks (edge blocks partial)
   double amax_min = 0.0, amax_median = 0.0, amax_max = 0.0;  // over blocks; median = nearest rank
   std::vector<QuantStats> stats;  // inspect_conventions() x {fp32, pow2}: index 2*c + pow2
   double worst_snr_db() const;    // min over stats
@@ -62,7 +62,7 @@ struct LayerSummary {
   double worst_snr_db = 0.0;  // min over the layer's tensors and all conventions
   std::string worst_tensor;
   double max_amax_spread = 0.0;  // max over the layer's tensors of amax_max / amax_median
-  bool flagged = false;       // recommended for bf16 (see InspectOptions)
+  bool flagged = false;          // recommended for bf16 (see InspectOptions)
 };
 
 struct InspectOptions {
@@ -92,8 +92,8 @@ struct InspectResult {
 // given conventions in order; pow2 false and true each. When `conventions` starts with te, the
 // others' blocks_differ are counted against it (otherwise blocks_differ stays 0). Also returns the
 // block amax distribution through the out-parameters when non-null.
-std::vector<QuantStats> inspect_matrix(const uint8_t* data, DType dtype, int64_t rows, int64_t cols, int block,
-                                       const std::vector<num::ScaleConvention>& conventions,
+std::vector<QuantStats> inspect_matrix(const uint8_t* data, DType dtype, int64_t rows, int64_t cols,
+                                       int block, const std::vector<num::ScaleConvention>& conventions,
                                        double* amax_min = nullptr, double* amax_median = nullptr,
                                        double* amax_max = nullptr);
 // The per-element step of inspect_matrix's vectorized kernel, exposed for tests: the fp8 e4m3 codes

@@ -13,8 +13,8 @@ namespace rlp {
 inline constexpr int kSchemaVersion = 1;
 
 struct RecipeResult {
-  std::string name;            // "bf16", "fp8-gen", ... or a source name for compare
-  nlohmann::json settings;     // full recipe and both paths' knobs (stored as JSON attribute "settings")
+  std::string name;         // "bf16", "fp8-gen", ... or a source name for compare
+  nlohmann::json settings;  // full recipe and both paths' knobs (stored as JSON attribute "settings")
   // Per response token, in sequence order, aligned with the response tokens of /inputs.
   std::map<std::string, std::vector<double>> tokens;
   // Per sequence (length S).
@@ -45,15 +45,15 @@ struct RunData {
   std::string checkpoint_hash;  // hex digest of config + tensor bytes
   std::string created;          // ISO 8601 UTC; not part of the determinism contract
   uint64_t seed = 0;
-  nlohmann::json model_spec;    // stored as a JSON string attribute
-  nlohmann::json extra;         // other run-level attributes (backend, inputs path, ...), JSON
+  nlohmann::json model_spec;  // stored as a JSON string attribute
+  nlohmann::json extra;       // other run-level attributes (backend, inputs path, ...), JSON
 
   // /inputs: ragged token ids as flat + offsets.
-  std::vector<int32_t> token_ids;      // all sequences concatenated (prompt + response)
-  std::vector<int64_t> seq_offsets;    // S+1
-  std::vector<int32_t> prompt_lengths; // S
-  std::vector<std::string> seq_ids;    // S, the "id" of each input line
-  std::vector<double> engine_logprobs; // optional: a real engine's generation logprobs, per response token
+  std::vector<int32_t> token_ids;       // all sequences concatenated (prompt + response)
+  std::vector<int64_t> seq_offsets;     // S+1
+  std::vector<int32_t> prompt_lengths;  // S
+  std::vector<std::string> seq_ids;     // S, the "id" of each input line
+  std::vector<double> engine_logprobs;  // optional: a real engine's generation logprobs, per response token
 
   std::vector<RecipeResult> recipes;
 

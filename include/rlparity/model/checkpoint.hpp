@@ -34,7 +34,7 @@ struct TensorView {
   int64_t numel() const;
   // Element i widened exactly to float / double.
   float at(int64_t i) const;
-  void to_float(float* out) const;   // exact widening (bf16/f16/f32 -> f32)
+  void to_float(float* out) const;  // exact widening (bf16/f16/f32 -> f32)
   void to_double(double* out) const;
 };
 

@@ -2,10 +2,9 @@
 // checkpoints of every supported architecture (tests, benchmarks, tools/rlparity_make_checkpoint).
 #pragma once
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "rlparity/model/checkpoint.hpp"
 
@@ -43,7 +42,7 @@ struct RandomCheckpointOptions {
   int shards = 1;  // > 1: model-0000k-of-0000N.safetensors + model.safetensors.index.json
   uint64_t seed = 0;
   std::string out;
-  int outlier_layer = -1;      // >= 0: scale one input channel of this layer's q/k/v/gate/up
+  int outlier_layer = -1;  // >= 0: scale one input channel of this layer's q/k/v/gate/up
   double outlier_scale = 1.0;
   int outlier_channel = 0;
 };

@@ -25,7 +25,8 @@ using LayerHook = std::function<void(int layer, const Mat& hidden)>;
 // row belongs to.
 template <class Ops, class Attend>
 void forward_rows(const Ops& ops, const int32_t* tokens, int n, const int* positions, bool decode_step,
-                  const Attend& attend, typename Ops::Mat& logprobs, const LayerHook<typename Ops::Mat>& hook) {
+                  const Attend& attend, typename Ops::Mat& logprobs,
+                  const LayerHook<typename Ops::Mat>& hook) {
   using Mat = typename Ops::Mat;
   const ModelSpec& spec = ops.spec();
   Mat h, xn, q, k, v, attn, o, gate, up, act, down, observed;
@@ -77,7 +78,8 @@ void forward(const Ops& ops, typename Ops::Cache& cache, const int32_t* tokens, 
 // (kernel selection never sees how rows were grouped), so grouping changes speed, not results.
 template <class Ops>
 void forward_decode(const Ops& ops, const std::vector<typename Ops::Cache*>& caches, const int32_t* tokens,
-                    const int* positions, typename Ops::Mat& logprobs, const LayerHook<typename Ops::Mat>& hook = {}) {
+                    const int* positions, typename Ops::Mat& logprobs,
+                    const LayerHook<typename Ops::Mat>& hook = {}) {
   using Mat = typename Ops::Mat;
   const int n = static_cast<int>(caches.size());
   auto attend = [&](int l, const Mat& q, const Mat& k, const Mat& v, Mat& out) {

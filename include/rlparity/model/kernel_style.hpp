@@ -12,7 +12,7 @@
 
 namespace rlp {
 
-enum class ActDtype { bf16, fp16 };         // storage format of activations and non-fp8 weights
+enum class ActDtype { bf16, fp16 };  // storage format of activations and non-fp8 weights
 enum class SequenceMode { decode, teacher_forced };
 enum class AttentionKind { flash, split_kv };
 enum class KvCacheDtype { bf16, fp8 };

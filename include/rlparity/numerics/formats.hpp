@@ -83,8 +83,7 @@ RLP_HD float decode_small(uint32_t code, const SmallFormat& f) {
   uint32_t out;
   if (f.has_inf ? ef == emax_field : mag == f.inf_code) {
     // inf, or NaN (payload kept, quiet bit set, as a hardware widening conversion does)
-    out = (f.has_inf && man == 0) ? 0x7F800000u
-                                  : 0x7FC00000u | (man << (23 - f.man_bits));
+    out = (f.has_inf && man == 0) ? 0x7F800000u : 0x7FC00000u | (man << (23 - f.man_bits));
   } else if (ef == 0) {
     // subnormal: man * 2^(1 - bias - M); the power of two is a normal float for all formats
     // but bf16, whose subnormals are float subnormals with the same bits.

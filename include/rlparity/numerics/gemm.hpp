@@ -103,11 +103,13 @@ RLP_HD float hopper_step(const float* a, const float* b, int n, float c) {
   int emax = -1000;
   for (int i = 0; i < nt; ++i) {
     const uint32_t ab = f32_bits(terms[i]) & 0x7FFFFFFFu;
-    if (ab >= 0x7F800000u) special = true;
+    if (ab >= 0x7F800000u)
+      special = true;
     else if (ab != 0) {
       // A product aligns on the sum of its operands' exponents (its mantissa product, in [1, 4),
       // is not renormalized first); C on its own exponent.
-      const int e = i < n ? hopper_exponent(f32_bits(a[i]) & 0x7FFFFFFFu) + hopper_exponent(f32_bits(b[i]) & 0x7FFFFFFFu)
+      const int e = i < n ? hopper_exponent(f32_bits(a[i]) & 0x7FFFFFFFu) +
+                                hopper_exponent(f32_bits(b[i]) & 0x7FFFFFFFu)
                           : hopper_exponent(ab);
       emax = e > emax ? e : emax;
     }
@@ -141,8 +143,14 @@ RLP_HD float hopper_step(const float* a, const float* b, int n, float c) {
   // bits so the float conversion is exact unless it leaves the float range.
   double v = static_cast<double>(mag);
   int sc = emax - 13;
-  while (sc > 0) { v *= 2.0; --sc; }
-  while (sc < 0) { v *= 0.5; ++sc; }
+  while (sc > 0) {
+    v *= 2.0;
+    --sc;
+  }
+  while (sc < 0) {
+    v *= 0.5;
+    ++sc;
+  }
   const float r = static_cast<float>(v);
   return neg ? -r : r;
 }

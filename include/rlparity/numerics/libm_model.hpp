@@ -21,7 +21,7 @@ namespace rlp::num {
 namespace libm_detail {
 
 // tab[i] = bits(2^(i/32)) - (i << 47): adding k << 47 restores the exponent of 2^(k/32).
-#define RLP_EXP2F_TABLE                                                                             \
+#define RLP_EXP2F_TABLE                                                                           \
   0x3ff0000000000000ull, 0x3fefd9b0d3158574ull, 0x3fefb5586cf9890full, 0x3fef9301d0125b51ull,     \
       0x3fef72b83c7d517bull, 0x3fef54873168b9aaull, 0x3fef387a6e756238ull, 0x3fef1e9df51fdee1ull, \
       0x3fef06fe0a31b715ull, 0x3feef1a7373aa9cbull, 0x3feedea64c123422ull, 0x3feece086061892dull, \
@@ -31,19 +31,19 @@ namespace libm_detail {
       0x3feee89f995ad3adull, 0x3feeff76f2fb5e47ull, 0x3fef199bdd85529cull, 0x3fef3720dcef9069ull, \
       0x3fef5818dcfba487ull, 0x3fef7c97337b9b5full, 0x3fefa4afa2a490daull, 0x3fefd0765b6e4540ull
 // 1/c of each subinterval (shared by logf and log2f), then log(c) and log2(c).
-#define RLP_LOGF_INVC                                                                              \
-  0x1.661ec79f8f3bep+0, 0x1.571ed4aaf883dp+0, 0x1.49539f0f010bp+0, 0x1.3c995b0b80385p+0,          \
-      0x1.30d190c8864a5p+0, 0x1.25e227b0b8eap+0, 0x1.1bb4a4a1a343fp+0, 0x1.12358f08ae5bap+0,      \
+#define RLP_LOGF_INVC                                                                                \
+  0x1.661ec79f8f3bep+0, 0x1.571ed4aaf883dp+0, 0x1.49539f0f010bp+0, 0x1.3c995b0b80385p+0,             \
+      0x1.30d190c8864a5p+0, 0x1.25e227b0b8eap+0, 0x1.1bb4a4a1a343fp+0, 0x1.12358f08ae5bap+0,         \
       0x1.0953f419900a7p+0, 0x1p+0, 0x1.e608cfd9a47acp-1, 0x1.ca4b31f026aap-1, 0x1.b2036576afce6p-1, \
       0x1.9c2d163a1aa2dp-1, 0x1.886e6037841edp-1, 0x1.767dcf5534862p-1
-#define RLP_LOGF_LOGC                                                                              \
-  -0x1.57bf7808caadep-2, -0x1.2bef0a7c06ddbp-2, -0x1.01eae7f513a67p-2, -0x1.b31d8a68224e9p-3,     \
-      -0x1.6574f0ac07758p-3, -0x1.1aa2bc79c81p-3, -0x1.a4e76ce8c0e5ep-4, -0x1.1973c5a611cccp-4,   \
+#define RLP_LOGF_LOGC                                                                                  \
+  -0x1.57bf7808caadep-2, -0x1.2bef0a7c06ddbp-2, -0x1.01eae7f513a67p-2, -0x1.b31d8a68224e9p-3,          \
+      -0x1.6574f0ac07758p-3, -0x1.1aa2bc79c81p-3, -0x1.a4e76ce8c0e5ep-4, -0x1.1973c5a611cccp-4,        \
       -0x1.252f438e10c1ep-5, 0x0p+0, 0x1.aa5aa5df25984p-5, 0x1.c5e53aa362eb4p-4, 0x1.526e57720db08p-3, \
       0x1.bc2860d22477p-3, 0x1.1058bc8a07ee1p-2, 0x1.4043057b6ee09p-2
-#define RLP_LOG2F_LOGC                                                                             \
-  -0x1.efec65b963019p-2, -0x1.b0b6832d4fca4p-2, -0x1.7418b0a1fb77bp-2, -0x1.39de91a6dcf7bp-2,     \
-      -0x1.01d9bf3f2b631p-2, -0x1.97c1d1b3b7afp-3, -0x1.2f9e393af3c9fp-3, -0x1.960cbbf788d5cp-4,  \
+#define RLP_LOG2F_LOGC                                                                                 \
+  -0x1.efec65b963019p-2, -0x1.b0b6832d4fca4p-2, -0x1.7418b0a1fb77bp-2, -0x1.39de91a6dcf7bp-2,          \
+      -0x1.01d9bf3f2b631p-2, -0x1.97c1d1b3b7afp-3, -0x1.2f9e393af3c9fp-3, -0x1.960cbbf788d5cp-4,       \
       -0x1.a6f9db6475fcep-5, 0x0p+0, 0x1.338ca9f24f53dp-4, 0x1.476a9543891bap-3, 0x1.e840b4ac4e4d2p-3, \
       0x1.40645f0c6651cp-2, 0x1.88e9c2c1b9ff8p-2, 0x1.ce0a44eb17bccp-2
 
@@ -71,7 +71,9 @@ static __constant__ double kLog2LogcDev[16] = {RLP_LOG2F_LOGC};
 #endif
 RLP_HD uint64_t exp2_tab(uint64_t i) { return RLP_LIBM_TABLE(kExp2Tab)[i]; }
 RLP_HD double log_invc(int i) { return RLP_LIBM_TABLE(kLogInvc)[i]; }
-RLP_HD double log_logc(int i, bool base2) { return base2 ? RLP_LIBM_TABLE(kLog2Logc)[i] : RLP_LIBM_TABLE(kLogLogc)[i]; }
+RLP_HD double log_logc(int i, bool base2) {
+  return base2 ? RLP_LIBM_TABLE(kLog2Logc)[i] : RLP_LIBM_TABLE(kLogLogc)[i];
+}
 #undef RLP_LIBM_TABLE
 
 RLP_HD double fma_d(double a, double b, double c) {
@@ -110,9 +112,9 @@ RLP_HD float log_common(float x, bool base2) {
   uint32_t ix = f32_bits(x);
   if (ix == 0x3f800000u) return 0.0f;
   if (ix - 0x00800000u >= 0x7f800000u - 0x00800000u) {
-    if (ix * 2 == 0) return -inf_f();                         // log(+-0) = -inf
-    if (ix == 0x7f800000u) return x;                       // log(inf) = inf
-    if ((ix & 0x80000000u) || ix * 2 >= 0xff000000u) {     // negative or NaN
+    if (ix * 2 == 0) return -inf_f();                   // log(+-0) = -inf
+    if (ix == 0x7f800000u) return x;                    // log(inf) = inf
+    if ((ix & 0x80000000u) || ix * 2 >= 0xff000000u) {  // negative or NaN
       const float d = x - x;
       return d / d;
     }
@@ -157,8 +159,8 @@ RLP_HD float exp_common(float x, bool base2) {
   }
   constexpr double kN = 32.0;
   if (base2) return exp2_tail(static_cast<double>(x), 1.0, 0x1.8p+52 / kN, kC0, kC1, kC2);
-  return exp2_tail(static_cast<double>(x), 0x1.71547652b82fep+0 * kN, 0x1.8p+52, kC0 / kN / kN / kN, kC1 / kN / kN,
-                   kC2 / kN);
+  return exp2_tail(static_cast<double>(x), 0x1.71547652b82fep+0 * kN, 0x1.8p+52, kC0 / kN / kN / kN,
+                   kC1 / kN / kN, kC2 / kN);
 }
 
 }  // namespace libm_detail

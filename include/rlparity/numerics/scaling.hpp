@@ -44,10 +44,13 @@ RLP_HD constexpr float fp8_max_value(Fp8Kind k) { return k == Fp8Kind::e4m3 ? kE
 
 RLP_HD float default_eps(ScaleConvention c) {
   switch (c) {
-    case ScaleConvention::vllm: return 1e-10f;
-    case ScaleConvention::deepgemm: return 1e-4f;
+    case ScaleConvention::vllm:
+      return 1e-10f;
+    case ScaleConvention::deepgemm:
+      return 1e-4f;
     case ScaleConvention::te:
-    case ScaleConvention::nemo_refit: break;
+    case ScaleConvention::nemo_refit:
+      break;
   }
   return 0.0f;
 }
@@ -59,8 +62,12 @@ RLP_HD float pow2_f(int e) {  // 2^e for -149 <= e <= 127, exact
                    : bits_f32(1u << static_cast<uint32_t>(e + 149));
 }
 // fmaxf/fminf semantics (a NaN operand loses), the same on host and device.
-RLP_HD float fmax_nan_loses(float a, float b) { return is_nan_f(a) ? b : (is_nan_f(b) ? a : (a > b ? a : b)); }
-RLP_HD float fmin_nan_loses(float a, float b) { return is_nan_f(a) ? b : (is_nan_f(b) ? a : (a < b ? a : b)); }
+RLP_HD float fmax_nan_loses(float a, float b) {
+  return is_nan_f(a) ? b : (is_nan_f(b) ? a : (a > b ? a : b));
+}
+RLP_HD float fmin_nan_loses(float a, float b) {
+  return is_nan_f(a) ? b : (is_nan_f(b) ? a : (a < b ? a : b));
+}
 
 // Block amax as each engine reduces it. The caller reduces |x| with `a > m ? a : m` (NaN never
 // wins, like CUDA's fmaxf in the TE and vLLM kernels) and records whether it saw a NaN; the

@@ -38,8 +38,9 @@ std::string attribution_recipe(const ReplayOptions& replay, const AttributionOpt
 // Runs the requested attributions and stores them in run.attribution ("layers", "layer_candidates",
 // "knobs", "kv_scales"). `inputs` must hold responses (run it after run_replay). `replay` supplies
 // the recipe options (user knobs, pow2 scales), the KV scale method and stale directory.
-void run_attribution(const Checkpoint& ckpt, const std::vector<InputSequence>& inputs, const ReplayOptions& replay,
-                     const AttributionOptions& options, RunData& run, const AttributionLog& log = {});
+void run_attribution(const Checkpoint& ckpt, const std::vector<InputSequence>& inputs,
+                     const ReplayOptions& replay, const AttributionOptions& options, RunData& run,
+                     const AttributionLog& log = {});
 
 // The attribution tables of a run, as printed by replay.
 std::string format_attribution(const RunData& run);

@@ -12,7 +12,7 @@
 namespace rlp {
 
 struct InputSequence {
-  std::string id;                       // integer ids are stored in decimal
+  std::string id;  // integer ids are stored in decimal
   std::vector<int32_t> prompt;
   std::vector<int32_t> response;
   bool has_response = false;            // false: replay samples a response

@@ -14,6 +14,7 @@ namespace rlp {
 
 // Runs the bf16 training-style path over every sequence (prompt + response) of `inputs` on
 // `ckpt` and returns per-layer scales by `method`.
-KvScales calibrate_kv_scales(const Checkpoint& ckpt, const std::vector<InputSequence>& inputs, KvScaleMethod method);
+KvScales calibrate_kv_scales(const Checkpoint& ckpt, const std::vector<InputSequence>& inputs,
+                             KvScaleMethod method);
 
 }  // namespace rlp

@@ -26,7 +26,8 @@ struct MemoryEstimate {
 // Inputs without a response count as prompt + options.max_new_tokens tokens. Unknown recipe names
 // are ignored here (run_replay refuses them). Attribution (--attribute) is not included.
 MemoryEstimate estimate_replay_memory(const ModelSpec& spec, const std::vector<InputSequence>& inputs,
-                                      const ReplayOptions& options, int threads, uint64_t checkpoint_bytes = 0);
+                                      const ReplayOptions& options, int threads,
+                                      uint64_t checkpoint_bytes = 0);
 
 // "8G", "512M", "1.5GiB", "64k", "1000000" (bytes); suffixes K/M/G/T (optionally followed by "B" or
 // "iB") are powers of 1024, case-insensitive. InputError for anything else or zero.

@@ -7,10 +7,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "rlparity/model/emulated_ops.hpp"
 #include "rlparity/model/forward.hpp"
@@ -22,8 +21,8 @@ namespace rlp {
 // at those rows.
 template <class Mat>
 struct PathOutput {
-  Mat logprobs;              // [R x vocab], or [R x 1] (the response token's) without full rows
-  std::vector<Mat> hidden;   // per layer [R x hidden]
+  Mat logprobs;             // [R x vocab], or [R x 1] (the response token's) without full rows
+  std::vector<Mat> hidden;  // per layer [R x hidden]
 };
 
 // One sequence of a group: its tokens (prompt + response) and where the response starts.
@@ -41,16 +40,18 @@ struct SeqTokens {
 // would be the group's largest buffer).
 template <class Ops>
 std::vector<PathOutput<typename Ops::Mat>> run_path_group(const Ops& ops, SequenceMode mode,
-                                                          const std::vector<SeqTokens>& seqs, bool want_hidden,
-                                                          bool full_rows = true) {
+                                                          const std::vector<SeqTokens>& seqs,
+                                                          bool want_hidden, bool full_rows = true) {
   using Mat = typename Ops::Mat;
   const ModelSpec& spec = ops.spec();
   const std::size_t G = seqs.size();
   std::vector<PathOutput<Mat>> out(G);
   // Response token j of sequence i is predicted by output row `row` of the forward.
   auto keep = [&](std::size_t i, int j, const Mat& lp, Eigen::Index row) {
-    if (full_rows) out[i].logprobs.row(j) = lp.row(row);
-    else out[i].logprobs(j, 0) = lp(row, seqs[i].tokens[static_cast<std::size_t>(seqs[i].P + j)]);
+    if (full_rows)
+      out[i].logprobs.row(j) = lp.row(row);
+    else
+      out[i].logprobs(j, 0) = lp(row, seqs[i].tokens[static_cast<std::size_t>(seqs[i].P + j)]);
   };
   for (std::size_t i = 0; i < G; ++i) {
     out[i].logprobs.resize(seqs[i].R, full_rows ? spec.vocab : 1);
@@ -64,7 +65,9 @@ std::vector<PathOutput<typename Ops::Mat>> run_path_group(const Ops& ops, Sequen
         Mat lp;
         LayerHook<Mat> hook;
         if (want_hidden)
-          hook = [&](int layer, const Mat& h) { out[i].hidden[static_cast<std::size_t>(layer)] = h.bottomRows(s.R); };
+          hook = [&](int layer, const Mat& h) {
+            out[i].hidden[static_cast<std::size_t>(layer)] = h.bottomRows(s.R);
+          };
         forward(ops, cache, s.tokens.data(), s.P + s.R - 1, 0, lp, hook);
         for (int j = 0; j < s.R; ++j) keep(i, j, lp, s.P - 1 + j);
       }
@@ -80,7 +83,9 @@ std::vector<PathOutput<typename Ops::Mat>> run_path_group(const Ops& ops, Sequen
     Mat lp;
     LayerHook<Mat> hook;
     if (want_hidden)
-      hook = [&](int layer, const Mat& h) { out[i].hidden[static_cast<std::size_t>(layer)].row(0) = h.row(h.rows() - 1); };
+      hook = [&](int layer, const Mat& h) {
+        out[i].hidden[static_cast<std::size_t>(layer)].row(0) = h.row(h.rows() - 1);
+      };
     forward(ops, caches[i], s.tokens.data(), s.P, 0, lp, hook);
     keep(i, 0, lp, s.P - 1);
     max_r = std::max(max_r, s.R);

@@ -20,7 +20,9 @@ struct RecipeOptions {
 struct Recipe {
   std::string name;
   PathStyle gen, train;
-  bool needs_kv_scales() const { return gen.kv_cache == KvCacheDtype::fp8 || train.kv_cache == KvCacheDtype::fp8; }
+  bool needs_kv_scales() const {
+    return gen.kv_cache == KvCacheDtype::fp8 || train.kv_cache == KvCacheDtype::fp8;
+  }
 };
 
 const std::vector<std::string>& recipe_names();  // bf16, fp8-gen, fp8-e2e, fp8-e2e-kv, fp16

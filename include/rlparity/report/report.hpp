@@ -15,8 +15,8 @@
 namespace rlp::report {
 
 struct ReportOptions {
-  std::string run_path;                        // shown in the header
-  const RunData* baseline = nullptr;           // --baseline: deltas of every summary statistic
+  std::string run_path;               // shown in the header
+  const RunData* baseline = nullptr;  // --baseline: deltas of every summary statistic
   std::string baseline_path;
   const gate::GateResult* gate = nullptr;      // verdicts of --thresholds / --preset, if given
   std::vector<std::string> threshold_sources;  // where the thresholds came from
@@ -24,8 +24,8 @@ struct ReportOptions {
   std::size_t markdown_worst_tokens = 10;      // rows per recipe in the Markdown worst-tokens tables
   int hist_bins = 60;                          // fixed bin count of every histogram
   std::size_t cdf_points = 240;                // points per CDF curve
-  std::size_t max_positions = 400;             // points of the per-position curves (positions bucketed beyond)
-  const InspectResult* inspect = nullptr;      // --inspect FILE: its per-tensor and per-layer sections
+  std::size_t max_positions = 400;         // points of the per-position curves (positions bucketed beyond)
+  const InspectResult* inspect = nullptr;  // --inspect FILE: its per-tensor and per-layer sections
   std::string inspect_path;
 };
 
@@ -48,7 +48,8 @@ struct PositionCurve {
   std::vector<double> position, mean;
   std::size_t bucket = 1;  // positions per point
 };
-PositionCurve per_position_mean(const RunData& run, const std::vector<double>& token_values, std::size_t max_points);
+PositionCurve per_position_mean(const RunData& run, const std::vector<double>& token_values,
+                                std::size_t max_points);
 
 // The summary statistics shown first (and in Markdown), in this order: gate's headline statistics,
 // then any statistic a gate check names.

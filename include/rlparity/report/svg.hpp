@@ -25,9 +25,9 @@ std::string format_sig(double v, int sig = 4);
 const std::string& palette_color(std::size_t index);
 
 struct Axis {
-  std::string label;  // e.g. "|log ratio|"
-  std::string unit;   // e.g. "nats"; shown as "label (unit)"; empty for none
-  bool log = false;   // log10 scale; non-positive values are not drawn
+  std::string label;               // e.g. "|log ratio|"
+  std::string unit;                // e.g. "nats"; shown as "label (unit)"; empty for none
+  bool log = false;                // log10 scale; non-positive values are not drawn
   std::optional<double> min, max;  // data range when unset (log: widened to whole decades)
 };
 
@@ -36,7 +36,7 @@ struct PlotOptions {
   std::string title;  // drawn above the plot area
   Axis x, y;
   int width = 640, height = 340;
-  std::string note;   // optional small text under the title (e.g. "12 zeros not shown")
+  std::string note;  // optional small text under the title (e.g. "12 zeros not shown")
 };
 
 // One curve: points (x[i], y[i]); `step` draws a staircase (y[i] holds from x[i] to x[i+1]).

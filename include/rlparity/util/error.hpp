@@ -2,10 +2,10 @@
 // (file:line) and a message that names the input and the problem. The CLI turns it into an exit
 // code; nothing below the CLI calls exit().
 #pragma once
+#include <fmt/format.h>
+
 #include <stdexcept>
 #include <string>
-
-#include <fmt/format.h>
 
 namespace rlp {
 
@@ -30,7 +30,7 @@ class InputError : public Error {
 
 #define RLP_THROW(...) throw ::rlp::Error(__FILE__, __LINE__, ::fmt::format(__VA_ARGS__))
 #define RLP_THROW_INPUT(...) throw ::rlp::InputError(__FILE__, __LINE__, ::fmt::format(__VA_ARGS__))
-#define RLP_CHECK(cond, ...)            \
-  do {                                  \
+#define RLP_CHECK(cond, ...)             \
+  do {                                   \
     if (!(cond)) RLP_THROW(__VA_ARGS__); \
   } while (0)
