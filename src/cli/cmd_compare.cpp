@@ -2,12 +2,11 @@
 // statistics as replay (recipe named --name, no logp_oracle, no layers). docs/compare.md.
 #include <fmt/core.h>
 
-#include <filesystem>
-
 #include "cli/commands.hpp"
-#include "rlparity/compare/dumps.hpp"
+#include "rlparity/compare/engine_dumps.hpp"
 #include "rlparity/io/run_data.hpp"
 #include "rlparity/metrics/summary_table.hpp"
+#include "rlparity/util/atomic_file.hpp"
 #include "rlparity/util/error.hpp"
 
 namespace rlp::cli {
@@ -24,12 +23,7 @@ int run_compare(const CompareArgs& a) {
   if (modes != 1)
     RLP_THROW_INPUT("give exactly one input: --dump FILE.jsonl, --gen FILE --train FILE, or --prime-rl DIR");
   if (!a.gen.empty() != !a.train.empty()) RLP_THROW_INPUT("--gen and --train go together");
-  {
-    namespace fs = std::filesystem;
-    std::error_code ec;
-    if (fs::exists(a.out, ec) && !a.force)
-      RLP_THROW_INPUT("output {} exists; pass --force to overwrite it", a.out);
-  }
+  check_output_path(a.out, "run file", a.force);
   std::vector<compare::DumpSequence> seqs;
   nlohmann::json source;
   if (!a.dump.empty()) {

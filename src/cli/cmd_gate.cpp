@@ -2,20 +2,16 @@
 // preset) and/or a baseline run; exit 0 when every check passes, 1 on any violation, 2 on bad
 // usage or input. Rules and formats: docs/gate.md.
 #include <fmt/core.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "cli/commands.hpp"
+#include "cli/shared_options.hpp"
 #include "rlparity/gate/gate.hpp"
 #include "rlparity/gate/report_writers.hpp"
 #include "rlparity/gate/thresholds.hpp"
 #include "rlparity/io/run_data.hpp"
+#include "rlparity/util/atomic_file.hpp"
 #include "rlparity/util/error.hpp"
+#include "rlparity/util/strings.hpp"
 
 namespace rlp::cli {
 namespace {
@@ -26,54 +22,13 @@ struct GateArgs {
   bool allow_different_inputs = false, json = false;
 };
 
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
-// Writes through a temporary file in the same directory, renamed on success.
-void write_text_atomically(const std::string& path, const std::string& text, const char* what) {
-  namespace fs = std::filesystem;
-  const fs::path p(path);
-  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec))
-    RLP_THROW_INPUT("cannot write {} '{}': directory '{}' does not exist", what, path, dir.string());
-  if (fs::is_directory(p, ec)) RLP_THROW_INPUT("cannot write {} '{}': it is a directory", what, path);
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) RLP_THROW_INPUT("cannot write {} '{}': {}", what, tmp, std::strerror(errno));
-    out << text;
-    out.flush();
-    if (!out) {
-      out.close();
-      ::unlink(tmp.c_str());
-      RLP_THROW_INPUT("cannot write {} '{}': write failed", what, tmp);
-    }
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    RLP_THROW_INPUT("cannot write {} '{}': {}", what, path, std::strerror(err));
-  }
-}
-
 int run_gate(const GateArgs& a) {
   if (a.thresholds.empty() && a.preset.empty() && a.baseline.empty())
     RLP_THROW_INPUT(
         "nothing to gate on: give --thresholds FILE.toml, --preset nemo-rl|verl, and/or --baseline BASE.h5");
   const RunData run = read_run_file(a.run);
   gate::GateOptions opt;
-  if (!a.preset.empty()) opt.thresholds = gate::load_preset(a.preset);
-  if (!a.thresholds.empty()) {
-    gate::Thresholds file = gate::load_thresholds_file(a.thresholds);
-    opt.thresholds = opt.thresholds ? gate::merge_thresholds(*opt.thresholds, file) : file;
-  }
+  opt.thresholds = load_thresholds(a.preset, a.thresholds);
   RunData base;
   if (!a.baseline.empty()) {
     base = read_run_file(a.baseline);
@@ -88,11 +43,11 @@ int run_gate(const GateArgs& a) {
   ctx.run_path = a.run;
   ctx.baseline_path = a.baseline;
   if (opt.thresholds) ctx.threshold_sources = opt.thresholds->sources;
-  if (!a.junit.empty()) write_text_atomically(a.junit, gate::format_junit(res, ctx), "JUnit report");
+  if (!a.junit.empty()) write_file_atomically(a.junit, gate::format_junit(res, ctx), "JUnit report");
   if (!a.markdown.empty())
-    write_text_atomically(a.markdown, gate::format_markdown(res, ctx), "Markdown report");
+    write_file_atomically(a.markdown, gate::format_markdown(res, ctx), "Markdown report");
   if (a.json) {
-    fmt::print("{}\n", gate::to_json(res, ctx).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+    print_json(gate::to_json(res, ctx));
   } else {
     fmt::print("{}", gate::format_gate_table(res));
   }

@@ -5,7 +5,6 @@
 
 #include <chrono>
 #include <filesystem>
-#include <sstream>
 
 #include "cli/commands.hpp"
 #include "rlparity/io/run_data.hpp"
@@ -14,10 +13,13 @@
 #include "rlparity/replay/attribution.hpp"
 #include "rlparity/replay/memory_estimate.hpp"
 #include "rlparity/replay/replay.hpp"
+#include "rlparity/replay/replay_plan.hpp"
+#include "rlparity/util/atomic_file.hpp"
 #include "rlparity/util/error.hpp"
 #include "rlparity/util/fixtures.hpp"
 #include "rlparity/util/interrupt.hpp"
 #include "rlparity/util/parallel.hpp"
+#include "rlparity/util/strings.hpp"
 
 #ifdef RLPARITY_HAVE_CUDA
 #include "cuda_backend.hpp"
@@ -38,26 +40,6 @@ struct ReplayArgs {
   std::string max_memory;                                       // --max-memory SIZE (empty: no limit)
   std::string command_line;
 };
-
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
-// Fails before any work when the output cannot be written, so a long run never ends in an error.
-void check_output_path(const std::string& out, bool force) {
-  const fs::path p = fs::absolute(out);
-  std::error_code ec;
-  if (fs::exists(p, ec) && !force) RLP_THROW_INPUT("output {} exists; pass --force to overwrite it", out);
-  if (fs::is_directory(p, ec)) RLP_THROW_INPUT("output {} is a directory", out);
-  const fs::path dir = p.parent_path();
-  if (!fs::is_directory(dir, ec)) RLP_THROW_INPUT("output directory {} does not exist", dir.string());
-  if (access(dir.c_str(), W_OK) != 0) RLP_THROW_INPUT("output directory {} is not writable", dir.string());
-}
 
 class ProgressBar {
  public:
@@ -98,12 +80,47 @@ std::shared_ptr<const ReplayBackend> select_backend(const std::string& name, con
 #endif
 }
 
+// The replay's options as the user gave them (parsed here; the policy is in make_replay_plan).
+ReplayOptions replay_options(ReplayArgs& a) {
+  ReplayOptions opt = a.opt;
+  opt.backend = select_backend(a.backend, a.cuda_gemm);
+  opt.threads = a.threads;
+  opt.recipes = split_list(a.recipes);
+  opt.kv_scales_stale_dir = parse_kv_scales_source(a.kv_scales);
+  opt.kv_scale_method = a.kv_scale_method == "vllm" ? KvScaleMethod::vllm : KvScaleMethod::nemo;
+  opt.oracle = !a.no_oracle;
+  const auto& knobs = knob_table();
+  for (std::size_t i = 0; i < knobs.size(); ++i) {
+    if (!a.gen_knob_values[i].empty()) opt.recipe.gen_knobs.emplace_back(knobs[i].name, a.gen_knob_values[i]);
+    if (!a.train_knob_values[i].empty())
+      opt.recipe.train_knobs.emplace_back(knobs[i].name, a.train_knob_values[i]);
+  }
+  return opt;
+}
+
+AttributionOptions attribution_options(const ReplayArgs& a) {
+  AttributionOptions attr;
+  attr.recipe = a.attribute_recipe;
+  for (const auto& what : split_list(a.attribute)) {
+    if (what == "layers")
+      attr.layers = true;
+    else if (what == "knobs")
+      attr.knobs = true;
+    else if (what == "kv-scales")
+      attr.kv_scales = true;
+    else
+      RLP_THROW_INPUT("--attribute: expected layers, knobs or kv-scales, got '{}'", what);
+  }
+  return attr;
+}
+
 int run(ReplayArgs& a) {
-  a.opt.backend = select_backend(a.backend, a.cuda_gemm);
-  set_thread_count(a.threads);
+  const ReplayOptions opt = replay_options(a);
+  set_thread_count(a.threads);  // for the checkpoint's hashing too; the replay takes it from the plan
   install_interrupt_handlers();
-  check_output_path(a.out, a.force);
+  check_output_path(a.out, "run file", a.force);
   const uint64_t memory_limit = a.max_memory.empty() ? 0 : parse_memory_size(a.max_memory);
+  const AttributionOptions attr = attribution_options(a);
   const std::string fixtures = (a.checkpoint.empty() || a.inputs.empty()) ? fixtures_dir() : std::string();
   if (a.checkpoint.empty()) a.checkpoint = fixtures + "/models/stories260K";
   if (a.inputs.empty()) a.inputs = fixtures + "/inputs/stories260K-prompts.jsonl";
@@ -119,60 +136,20 @@ int run(ReplayArgs& a) {
   }
   std::vector<InputSequence> inputs =
       read_inputs_jsonl(a.inputs, ckpt.spec().vocab, ckpt.spec().max_positions);
-
-  ReplayOptions& opt = a.opt;
-  opt.recipes = split_list(a.recipes);
-  if (a.kv_scales.rfind("stale:", 0) == 0) {
-    opt.kv_scales_stale_dir = a.kv_scales.substr(6);
-  } else if (a.kv_scales != "recalibrated") {
-    RLP_THROW_INPUT("--kv-scales: expected 'recalibrated' or 'stale:DIR', got '{}'", a.kv_scales);
-  }
-  opt.kv_scale_method = a.kv_scale_method == "vllm" ? KvScaleMethod::vllm : KvScaleMethod::nemo;
-  opt.oracle = !a.no_oracle;
-  const auto& knobs = knob_table();
-  for (std::size_t i = 0; i < knobs.size(); ++i) {
-    if (!a.gen_knob_values[i].empty()) opt.recipe.gen_knobs.emplace_back(knobs[i].name, a.gen_knob_values[i]);
-    if (!a.train_knob_values[i].empty())
-      opt.recipe.train_knobs.emplace_back(knobs[i].name, a.train_knob_values[i]);
-  }
-
-  AttributionOptions attr;
-  attr.recipe = a.attribute_recipe;
-  for (const auto& what : split_list(a.attribute)) {
-    if (what == "layers")
-      attr.layers = true;
-    else if (what == "knobs")
-      attr.knobs = true;
-    else if (what == "kv-scales")
-      attr.kv_scales = true;
-    else
-      RLP_THROW_INPUT("--attribute: expected layers, knobs or kv-scales, got '{}'", what);
-  }
-  if (attr.kv_scales && opt.kv_scales_stale_dir.empty())
-    RLP_THROW_INPUT("--attribute kv-scales needs --kv-scales stale:DIR");
-  if (!opt.kv_scales_stale_dir.empty())  // stale scales: always measure what skipping recalibration adds
-    for (const auto& n : opt.recipes)
-      if (make_recipe(n, opt.recipe).needs_kv_scales()) attr.kv_scales = true;
-  if (!attr.recipe.empty()) (void)make_recipe(attr.recipe, opt.recipe);  // unknown names fail before any work
-
+  const ReplayPlan plan = make_replay_plan(ckpt.spec(), opt, attr);
   if (memory_limit != 0) {
     uint64_t mapped = 0;
     for (const auto& [name, t] : ckpt.tensors()) mapped += t.nbytes;
-    const MemoryEstimate est = estimate_replay_memory(ckpt.spec(), inputs, opt, thread_count(), mapped);
-    if (est.total > memory_limit)
-      RLP_THROW_INPUT(
-          "estimated peak memory {} exceeds --max-memory {} ({}); refusing to start. Estimate:\n{}"
-          "Fewer --threads, fewer or shorter sequences, fewer recipes or --no-oracle lower it.",
-          format_bytes(est.total), a.max_memory, format_bytes(memory_limit), est.describe());
+    check_memory_limit(estimate_replay_memory(plan, inputs, mapped), memory_limit, a.max_memory);
   }
 
   ProgressBar bar(!a.quiet && isatty(STDERR_FILENO));
-  RunData run = run_replay(ckpt, inputs, opt, [&](int64_t d, int64_t t) { bar.update(d, t); });
+  RunData run = run_replay(ckpt, inputs, plan, [&](int64_t d, int64_t t) { bar.update(d, t); });
   run.command_line = a.command_line;
   run.extra["inputs"] = a.inputs;
-  if (attr.layers || attr.knobs || attr.kv_scales) {
+  if (plan.attribution.any()) {
     const bool show = !a.quiet;
-    run_attribution(ckpt, inputs, opt, attr, run, [show](const std::string& line) {
+    run_attribution(ckpt, inputs, plan, run, [show](const std::string& line) {
       if (show) fmt::print(stderr, "{}\n", line);
     });
   }

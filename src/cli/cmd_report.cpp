@@ -4,19 +4,15 @@
 // inspect file alone.
 // What the report shows: docs/report.md.
 #include <fmt/core.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <filesystem>
 
 #include "cli/commands.hpp"
+#include "cli/shared_options.hpp"
 #include "rlparity/gate/gate.hpp"
 #include "rlparity/gate/thresholds.hpp"
 #include "rlparity/inspect/inspect.hpp"
 #include "rlparity/io/run_data.hpp"
 #include "rlparity/report/report.hpp"
+#include "rlparity/util/atomic_file.hpp"
 #include "rlparity/util/error.hpp"
 
 namespace rlp::cli {
@@ -28,38 +24,11 @@ struct ReportArgs {
   bool quiet = false;
 };
 
-// Writes `text` to `<path>.tmp.<pid>` in the same directory, fsyncs and renames it to `path`; on
-// any failure the temporary is removed and `path` is left untouched.
-void write_atomically(const std::string& path, const std::string& text, const char* what) {
-  namespace fs = std::filesystem;
-  const fs::path p(path);
-  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec))
-    RLP_THROW_INPUT("cannot write {} '{}': directory '{}' does not exist", what, path, dir.string());
-  if (fs::is_directory(p, ec)) RLP_THROW_INPUT("cannot write {} '{}': it is a directory", what, path);
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) RLP_THROW_INPUT("cannot write {} '{}': {}", what, tmp, std::strerror(errno));
-  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0 &&
-                  ::fsync(::fileno(f)) == 0;
-  const int err = errno;
-  if (std::fclose(f) != 0 || !ok) {
-    ::unlink(tmp.c_str());
-    RLP_THROW_INPUT("cannot write {} '{}': {}", what, path, std::strerror(ok ? errno : err));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int e = errno;
-    ::unlink(tmp.c_str());
-    RLP_THROW_INPUT("cannot write {} '{}': {}", what, path, std::strerror(e));
-  }
-}
-
 // Writes the rendered HTML (and Markdown, when asked) and says so unless quiet.
 int write_outputs(const ReportArgs& a, const std::string& html, const std::string& md,
                   const std::string& what) {
-  write_atomically(a.out, html, "HTML report");
-  if (!a.markdown.empty()) write_atomically(a.markdown, md, "Markdown report");
+  write_file_atomically(a.out, html, "HTML report");
+  if (!a.markdown.empty()) write_file_atomically(a.markdown, md, "Markdown report");
   if (!a.quiet) {
     fmt::print("wrote {} ({} bytes, {})\n", a.out, html.size(), what);
     if (!a.markdown.empty()) fmt::print("wrote {} ({} bytes)\n", a.markdown, md.size());
@@ -102,11 +71,7 @@ int run_report(const ReportArgs& a) {
   gate::GateResult verdicts;
   if (!a.thresholds.empty() || !a.preset.empty()) {
     gate::GateOptions go;
-    if (!a.preset.empty()) go.thresholds = gate::load_preset(a.preset);
-    if (!a.thresholds.empty()) {
-      gate::Thresholds file = gate::load_thresholds_file(a.thresholds);
-      go.thresholds = go.thresholds ? gate::merge_thresholds(*go.thresholds, file) : file;
-    }
+    go.thresholds = load_thresholds(a.preset, a.thresholds);
     // Verdicts of the absolute thresholds only; the baseline is shown as deltas, not gated.
     verdicts = gate::evaluate(run, go);
     opt.gate = &verdicts;

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "cli/commands.hpp"
+#include "cli/shared_options.hpp"
 #include "rlparity/io/run_data.hpp"
 #include "rlparity/metrics/summary_table.hpp"
 #include "rlparity/util/error.hpp"
@@ -47,7 +48,7 @@ int run_summary(const SummaryArgs& a) {
       recipes.push_back({{"name", r.name}, {"settings", r.settings}, {"summary", std::move(s)}});
     }
     j["recipes"] = std::move(recipes);
-    fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+    print_json(j);
     return kExitOk;
   }
   fmt::print("run:        {}\n", a.run);

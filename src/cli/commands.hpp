@@ -7,12 +7,9 @@
 #include <utility>
 #include <vector>
 
-namespace rlp::cli {
+#include "rlparity/util/exit_codes.hpp"
 
-// Exit codes shared by every subcommand.
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitViolation = 1;  // gate: a threshold was violated
-inline constexpr int kExitError = 2;      // bad usage or input, or a run that could not complete
+namespace rlp::cli {
 
 // The command line as the user typed it (recorded in output files).
 inline std::string& invocation() {
@@ -28,7 +25,6 @@ class CommandRegistry {
       if (sub->parsed()) return action();
     return kExitError;
   }
-  static int error_exit_code() { return kExitError; }
 
  private:
   std::vector<std::pair<CLI::App*, std::function<int()>>> commands_;

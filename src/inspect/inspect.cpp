@@ -20,8 +20,10 @@
 #include "rlparity/metrics/statistics.hpp"
 #include "rlparity/model/weights.hpp"
 #include "rlparity/numerics/formats.hpp"
+#include "rlparity/util/atomic_file.hpp"
 #include "rlparity/util/error.hpp"
 #include "rlparity/util/parallel.hpp"
+#include "rlparity/util/strings.hpp"
 #include "rlparity/util/version.hpp"
 
 // The vector helpers below are internal and always inlined: the ABI GCC warns about (passing wide
@@ -362,15 +364,6 @@ struct Geometry {
 double snr_db(double sx2, double se2) {
   if (se2 == 0.0) return std::numeric_limits<double>::infinity();
   return 10.0 * std::log10(sx2 / se2);
-}
-
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 }  // namespace
@@ -850,18 +843,7 @@ std::string format_inspect(const InspectResult& r, std::size_t max_rows) {
 
 void write_inspect_file(const std::string& path, const InspectResult& r, const std::string& command_line,
                         bool force) {
-  namespace fs = std::filesystem;
-  if (path.empty()) RLP_THROW_INPUT("output path is empty");
-  const fs::path p(path);
-  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec))
-    RLP_THROW_INPUT("cannot write inspect file '{}': directory '{}' does not exist", path, dir.string());
-  const auto st = fs::symlink_status(p, ec);
-  if (fs::exists(st)) {
-    if (fs::is_directory(st)) RLP_THROW_INPUT("cannot write inspect file '{}': it is a directory", path);
-    if (!force) RLP_THROW_INPUT("output file '{}' already exists (use --force to overwrite)", path);
-  }
+  check_output_path(path, "inspect file", force);
   auto write = [&](hid_t file) {
     const int32_t format_version = 1;
     h5::write_attr_string(file, "format", "rlparity-inspect", "/format");

@@ -10,6 +10,7 @@
 
 #include "io/h5_util.hpp"
 #include "rlparity/io/run_data.hpp"
+#include "rlparity/util/atomic_file.hpp"
 #include "rlparity/util/error.hpp"
 #include "rlparity/util/json_depth.hpp"
 
@@ -286,20 +287,7 @@ RunData read_contents(hid_t file) {
 }  // namespace
 
 void write_run_file(const std::string& path, const RunData& run, bool force) {
-  if (path.empty()) RLP_THROW_INPUT("output path is empty");
-  const fs::path p(path);
-  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec))
-    RLP_THROW_INPUT("cannot write run file '{}': directory '{}' does not exist", path, dir.string());
-  if (::access(dir.c_str(), W_OK | X_OK) != 0)
-    RLP_THROW_INPUT("cannot write run file '{}': directory '{}' is not writable ({})", path, dir.string(),
-                    std::strerror(errno));
-  const auto st = fs::symlink_status(p, ec);
-  if (fs::exists(st)) {
-    if (fs::is_directory(st)) RLP_THROW_INPUT("cannot write run file '{}': it is a directory", path);
-    if (!force) RLP_THROW_INPUT("output file '{}' already exists (use --force to overwrite)", path);
-  }
+  check_output_path(path, "run file", force);
   try {
     validate(run);
   } catch (const H5Failure& e) {

@@ -7,7 +7,6 @@
 #include <limits>
 #include <numeric>
 
-#include "rlparity/replay/recipe.hpp"
 #include "rlparity/util/error.hpp"
 
 namespace rlp {
@@ -26,10 +25,11 @@ double summary_value(const RecipeResult& r, const char* name) {
   return it == r.summary.end() ? std::numeric_limits<double>::quiet_NaN() : it->second;
 }
 
-class Runner {
+// Measures the divergence of one recipe variant by a replay over the run's tokens (no oracle).
+class DivergenceMeter {
  public:
-  Runner(const Checkpoint& ckpt, const std::vector<InputSequence>& inputs, const ReplayOptions& base,
-         const AttributionLog& log)
+  DivergenceMeter(const Checkpoint& ckpt, const std::vector<InputSequence>& inputs, const ReplayOptions& base,
+                  const AttributionLog& log)
       : ckpt_(ckpt), inputs_(inputs), base_(base), log_(log) {}
 
   Divergence measure(const std::string& recipe, const RecipeOptions& ro, const std::string& stale_dir,
@@ -40,7 +40,7 @@ class Runner {
     opt.oracle = false;
     opt.kv_scales_stale_dir = stale_dir;
     std::vector<InputSequence> in = inputs_;
-    const RunData run = run_replay(ckpt_, in, opt);
+    const RunData run = run_replay(ckpt_, in, make_replay_plan(ckpt_.spec(), opt));
     const RecipeResult& r = run.recipes.at(0);
     const Divergence d{summary_value(r, kAbs), summary_value(r, kKl)};
     if (log_)
@@ -55,6 +55,14 @@ class Runner {
   const ReplayOptions& base_;
   const AttributionLog& log_;
 };
+
+// Row indices sorted by rank (1 first).
+std::vector<std::size_t> rank_order(const std::vector<double>& rank) {
+  std::vector<std::size_t> order(rank.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return rank[a] < rank[b]; });
+  return order;
+}
 
 nlohmann::json to_json(const Divergence& d) { return {{kAbs, d.abs_log_ratio}, {kKl, d.kl}}; }
 
@@ -71,14 +79,11 @@ std::vector<double> ranks_desc(const std::vector<double>& v) {
   return rank;
 }
 
-void attribute_layers(const Checkpoint& ckpt, Runner& runner, const ReplayOptions& base,
-                      const std::string& recipe, int max_edge, RunData& run) {
-  const int L = ckpt.spec().layers;
-  const Recipe rc = make_recipe(recipe, base.recipe);
-  if (!rc.gen.fp8_linear)
-    RLP_THROW_INPUT(
-        "--attribute layers: recipe '{}' has no fp8 generation side (use fp8-gen, fp8-e2e or fp8-e2e-kv)",
-        recipe);
+void attribute_layers(DivergenceMeter& meter, const ReplayPlan& plan, RunData& run) {
+  const ReplayOptions& base = plan.options;
+  const std::string& recipe = plan.attribution.recipe.name;
+  const int max_edge = plan.attribution.max_edge;
+  const int L = plan.spec.layers;
   // Generation: fp8 linears in layer l only, bf16 KV cache; training: bf16.
   auto only_layer = [&](int first, int last) {
     RecipeOptions o = base.recipe;
@@ -88,7 +93,7 @@ void attribute_layers(const Checkpoint& ckpt, Runner& runner, const ReplayOption
     o.train_knobs.emplace_back("linear", "act");
     return o;
   };
-  const Divergence none = runner.measure(recipe, only_layer(L, 0), "", "layers: no fp8 layer (baseline)");
+  const Divergence none = meter.measure(recipe, only_layer(L, 0), "", "layers: no fp8 layer (baseline)");
   AttributionTable t;
   auto& layer = t.values["layer"];
   auto& abs = t.values[kAbs];
@@ -97,7 +102,7 @@ void attribute_layers(const Checkpoint& ckpt, Runner& runner, const ReplayOption
   auto& xkl = t.values["excess_mean_kl_gen_train"];
   for (int l = 0; l < L; ++l) {
     const Divergence d =
-        runner.measure(recipe, only_layer(l, L - 1 - l), "", fmt::format("layers: only layer {} fp8", l));
+        meter.measure(recipe, only_layer(l, L - 1 - l), "", fmt::format("layers: only layer {} fp8", l));
     layer.push_back(l);
     abs.push_back(d.abs_log_ratio);
     kl.push_back(d.kl);
@@ -128,7 +133,7 @@ void attribute_layers(const Checkpoint& ckpt, Runner& runner, const ReplayOption
       RecipeOptions o = base.recipe;
       o.bf16_first_layers = F;
       o.bf16_last_layers = K;
-      const Divergence d = runner.measure(
+      const Divergence d = meter.measure(
           recipe, o, base.kv_scales_stale_dir,
           fmt::format("layers: {} with --bf16-first-layers {} --bf16-last-layers {}", recipe, F, K));
       if (F == 0 && K == 0) full = d;
@@ -169,8 +174,10 @@ void attribute_layers(const Checkpoint& ckpt, Runner& runner, const ReplayOption
   run.attribution["layer_candidates"] = std::move(c);
 }
 
-void attribute_knobs(Runner& runner, const ReplayOptions& base, const std::string& recipe, RunData& run) {
-  const Recipe rc = make_recipe(recipe, base.recipe);
+void attribute_knobs(DivergenceMeter& meter, const ReplayPlan& plan, RunData& run) {
+  const ReplayOptions& base = plan.options;
+  const Recipe& rc = plan.attribution.recipe;
+  const std::string& recipe = rc.name;
   RecipeOptions aligned = base.recipe;
   std::vector<std::pair<std::string, std::string>> differing;  // (knob, generation value)
   for (const auto& k : knob_table()) {
@@ -179,9 +186,9 @@ void attribute_knobs(Runner& runner, const ReplayOptions& base, const std::strin
     aligned.train_knobs.emplace_back(k.name, tv);
     if (gv != tv) differing.emplace_back(k.name, gv);
   }
-  const Divergence zero = runner.measure(recipe, aligned, base.kv_scales_stale_dir, "knobs: all aligned");
+  const Divergence zero = meter.measure(recipe, aligned, base.kv_scales_stale_dir, "knobs: all aligned");
   const Divergence all =
-      runner.measure(recipe, base.recipe, base.kv_scales_stale_dir, "knobs: " + recipe + " as is");
+      meter.measure(recipe, base.recipe, base.kv_scales_stale_dir, "knobs: " + recipe + " as is");
   AttributionTable t;
   auto& names = t.labels["knob"];
   auto& gvals = t.labels["gen_value"];
@@ -192,7 +199,7 @@ void attribute_knobs(Runner& runner, const ReplayOptions& base, const std::strin
     RecipeOptions o = aligned;
     o.gen_knobs.emplace_back(knob, gv);
     const Divergence d =
-        runner.measure(recipe, o, base.kv_scales_stale_dir, "knobs: only " + knob + " = " + gv);
+        meter.measure(recipe, o, base.kv_scales_stale_dir, "knobs: only " + knob + " = " + gv);
     names.push_back(knob);
     gvals.push_back(gv);
     tvals.push_back(get_knob(rc.train, knob));
@@ -207,19 +214,13 @@ void attribute_knobs(Runner& runner, const ReplayOptions& base, const std::strin
   run.attribution["knobs"] = std::move(t);
 }
 
-void attribute_kv_scales(Runner& runner, const ReplayOptions& base, RunData& run) {
-  if (base.kv_scales_stale_dir.empty())
-    RLP_THROW_INPUT(
-        "KV-scale attribution needs --kv-scales stale:DIR (the checkpoint the stale scales come from)");
-  std::vector<std::string> recipes;
-  for (const auto& n : base.recipes)
-    if (make_recipe(n, base.recipe).needs_kv_scales()) recipes.push_back(n);
-  if (recipes.empty()) recipes.push_back("fp8-e2e-kv");
+void attribute_kv_scales(DivergenceMeter& meter, const ReplayPlan& plan, RunData& run) {
+  const ReplayOptions& base = plan.options;
   AttributionTable t;
-  for (const auto& n : recipes) {
-    const Divergence fresh = runner.measure(n, base.recipe, "", "kv scales: " + n + " recalibrated");
+  for (const auto& n : plan.attribution.kv_recipes) {
+    const Divergence fresh = meter.measure(n, base.recipe, "", "kv scales: " + n + " recalibrated");
     const Divergence stale =
-        runner.measure(n, base.recipe, base.kv_scales_stale_dir, "kv scales: " + n + " stale");
+        meter.measure(n, base.recipe, base.kv_scales_stale_dir, "kv scales: " + n + " stale");
     t.labels["recipe"].push_back(n);
     t.values["mean_abs_log_ratio_recalibrated"].push_back(fresh.abs_log_ratio);
     t.values["mean_abs_log_ratio_stale"].push_back(stale.abs_log_ratio);
@@ -235,25 +236,21 @@ void attribute_kv_scales(Runner& runner, const ReplayOptions& base, RunData& run
 
 }  // namespace
 
-std::string attribution_recipe(const ReplayOptions& replay, const AttributionOptions& options) {
-  if (!options.recipe.empty()) return options.recipe;
-  for (const auto& n : replay.recipes)
-    if (make_recipe(n, replay.recipe).gen.fp8_linear) return n;
-  return "fp8-gen";
+void run_attribution(const Checkpoint& ckpt, const std::vector<InputSequence>& inputs, const ReplayPlan& plan,
+                     RunData& run, const AttributionLog& log) {
+  for (const auto& in : inputs)
+    if (!in.has_response)
+      RLP_THROW_INPUT("attribution: input '{}' has no response (run replay first)", in.id);
+  DivergenceMeter meter(ckpt, inputs, plan.options, log);
+  if (plan.attribution.layers) attribute_layers(meter, plan, run);
+  if (plan.attribution.knobs) attribute_knobs(meter, plan, run);
+  if (plan.attribution.kv_scales) attribute_kv_scales(meter, plan, run);
 }
 
 void run_attribution(const Checkpoint& ckpt, const std::vector<InputSequence>& inputs,
                      const ReplayOptions& replay, const AttributionOptions& options, RunData& run,
                      const AttributionLog& log) {
-  if (options.max_edge < 0) RLP_THROW_INPUT("attribution: max_edge {} must be >= 0", options.max_edge);
-  for (const auto& in : inputs)
-    if (!in.has_response)
-      RLP_THROW_INPUT("attribution: input '{}' has no response (run replay first)", in.id);
-  Runner runner(ckpt, inputs, replay, log);
-  const std::string recipe = attribution_recipe(replay, options);
-  if (options.layers) attribute_layers(ckpt, runner, replay, recipe, options.max_edge, run);
-  if (options.knobs) attribute_knobs(runner, replay, recipe, run);
-  if (options.kv_scales) attribute_kv_scales(runner, replay, run);
+  run_attribution(ckpt, inputs, make_replay_plan(ckpt.spec(), replay, options), run, log);
 }
 
 std::string format_attribution(const RunData& run) {
@@ -266,10 +263,7 @@ std::string format_attribution(const RunData& run) {
     s += fmt::format("{:>5} {:>6} {:>14} {:>14} {:>16}\n", "rank", "layer", "mean|logratio|", "mean KL",
                      "excess |lr|");
     const auto& rank = t.values.at("rank");
-    std::vector<std::size_t> order(rank.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return rank[a] < rank[b]; });
-    for (std::size_t i : order)
+    for (std::size_t i : rank_order(rank))
       s += fmt::format("{:>5} {:>6} {:>14} {:>14} {:>16}\n", rank[i], t.values.at("layer")[i],
                        num(t.values.at(kAbs)[i]), num(t.values.at(kKl)[i]),
                        num(t.values.at("excess_mean_abs_log_ratio")[i]));
@@ -303,10 +297,7 @@ std::string format_attribution(const RunData& run) {
     s += fmt::format("{:>5} {:<15} {:<26} {:>14} {:>14}\n", "rank", "knob", "gen <- train value",
                      "mean|logratio|", "mean KL");
     const auto& rank = t.values.at("rank");
-    std::vector<std::size_t> order(rank.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return rank[a] < rank[b]; });
-    for (std::size_t i : order)
+    for (std::size_t i : rank_order(rank))
       s += fmt::format("{:>5} {:<15} {:<26} {:>14} {:>14}\n", rank[i], t.labels.at("knob")[i],
                        t.labels.at("gen_value")[i] + " <- " + t.labels.at("train_value")[i],
                        num(t.values.at(kAbs)[i]), num(t.values.at(kKl)[i]));

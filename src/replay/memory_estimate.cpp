@@ -9,8 +9,6 @@
 #include <set>
 #include <thread>
 
-#include "rlparity/model/weights.hpp"
-#include "rlparity/replay/recipe.hpp"
 #include "rlparity/util/error.hpp"
 
 namespace rlp {
@@ -73,40 +71,25 @@ uint64_t path_bytes(const ModelSpec& s, uint64_t n, uint64_t r, uint64_t b) {
 
 }  // namespace
 
-MemoryEstimate estimate_replay_memory(const ModelSpec& spec, const std::vector<InputSequence>& inputs,
-                                      const ReplayOptions& opt, int threads, uint64_t checkpoint_bytes) {
+MemoryEstimate estimate_replay_memory(const ReplayPlan& plan, const std::vector<InputSequence>& inputs,
+                                      uint64_t checkpoint_bytes) {
+  const ModelSpec& spec = plan.spec;
+  const ReplayOptions& opt = plan.options;
   MemoryEstimate est;
   est.mapped_checkpoint = checkpoint_bytes;
   const ParamCounts pc = count_params(spec);
   const uint64_t L = u(spec.layers);
 
-  // Distinct prepared weight forms, keyed like run_replay's cache.
-  std::vector<Recipe> recipes;
-  for (const auto& n : opt.recipes) {
-    try {
-      recipes.push_back(make_recipe(n, opt.recipe));
-    } catch (const InputError&) {
-    }
-  }
+  // The distinct prepared weight forms run_replay holds: the recipes', and the sampler's when a
+  // response is to be sampled.
   const bool sampling =
       std::any_of(inputs.begin(), inputs.end(), [](const InputSequence& s) { return !s.has_response; });
-  std::set<std::string> keys;
+  std::set<std::size_t> used;
+  for (const auto& f : plan.recipe_forms) used.insert({f.gen, f.train});
+  if (sampling) used.insert(plan.sampler_form);
   std::vector<const PathStyle*> forms;
-  Recipe sampler;
-  if (sampling) {
-    try {
-      sampler = make_recipe(opt.sample_recipe, opt.recipe);
-      keys.insert(weights_key(sampler.gen));
-      forms.push_back(&sampler.gen);
-    } catch (const InputError&) {
-    }
-  }
-  bool kv_calibration = false;
-  for (const auto& r : recipes) {
-    kv_calibration = kv_calibration || r.needs_kv_scales();
-    for (const PathStyle* s : {&r.gen, &r.train})
-      if (keys.insert(weights_key(*s)).second) forms.push_back(s);
-  }
+  for (std::size_t f : used) forms.push_back(&plan.weight_forms[f]);
+  const bool kv_calibration = plan.needs_kv_scales;
   int n_act = 0, n_fp8 = 0;
   uint64_t weights = 0, largest_fp8_temp = 0;
   for (const PathStyle* s : forms) {
@@ -155,7 +138,7 @@ MemoryEstimate estimate_replay_memory(const ModelSpec& spec, const std::vector<I
   }
   const uint64_t hw = std::max(1u, std::thread::hardware_concurrency());
   const uint64_t workers =
-      std::max<uint64_t>(1, std::min<uint64_t>(threads > 0 ? u(threads) : hw, inputs.size()));
+      std::max<uint64_t>(1, std::min<uint64_t>(plan.threads > 0 ? u(plan.threads) : hw, inputs.size()));
   uint64_t per_worker = sat_mul(2, path_bytes(spec, longest, longest_r, 4));
   if (opt.oracle) per_worker = sat_add(per_worker, path_bytes(spec, longest, longest_r, 8));
   est.parts.emplace_back(
@@ -192,7 +175,7 @@ MemoryEstimate estimate_replay_memory(const ModelSpec& spec, const std::vector<I
 
   // The run's results: per-token metrics (8 doubles per recipe + oracle + engine), per-layer sums,
   // token ids and offsets.
-  const uint64_t NR = recipes.size();
+  const uint64_t NR = plan.recipes.size();
   uint64_t results = sat_mul(8, sat_mul(total_response, sat_add(sat_mul(8, NR), 2)));
   results = sat_add(results, sat_mul(8, sat_mul(inputs.size(), sat_mul(NR, sat_mul(L, 5)))));
   results = sat_add(results, sat_mul(16, total_tokens));
@@ -204,6 +187,14 @@ MemoryEstimate estimate_replay_memory(const ModelSpec& spec, const std::vector<I
     est.total = sat_add(est.total, b);
   }
   return est;
+}
+
+void check_memory_limit(const MemoryEstimate& est, uint64_t limit, const std::string& limit_text) {
+  if (limit == 0 || est.total <= limit) return;
+  RLP_THROW_INPUT(
+      "estimated peak memory {} exceeds --max-memory {} ({}); refusing to start. Estimate:\n{}"
+      "Fewer --threads, fewer or shorter sequences, fewer recipes or --no-oracle lower it.",
+      format_bytes(est.total), limit_text, format_bytes(limit), est.describe());
 }
 
 std::string MemoryEstimate::describe() const {

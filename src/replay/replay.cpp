@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <ctime>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -20,6 +19,7 @@
 #include "rlparity/util/error.hpp"
 #include "rlparity/util/interrupt.hpp"
 #include "rlparity/util/parallel.hpp"
+#include "rlparity/util/strings.hpp"
 #include "rlparity/util/version.hpp"
 
 namespace rlp {
@@ -81,15 +81,6 @@ std::vector<int32_t> sample_response(const EmulatedOps& ops, const std::vector<i
   return response;
 }
 
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 template <class A, class B>
 double sq_diff(const A& a, const B& b) {
   double s = 0.0;
@@ -115,39 +106,33 @@ const char* const kTokenMetrics[] = {
 
 }  // namespace
 
-RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, const ReplayOptions& opt,
+RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, const ReplayOptions& options,
+                   const ProgressFn& progress) {
+  if (inputs.empty()) RLP_THROW_INPUT("no input sequences to replay");
+  return run_replay(ckpt, inputs, make_replay_plan(ckpt.spec(), options), progress);
+}
+
+RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, const ReplayPlan& plan,
                    const ProgressFn& progress) {
   const ModelSpec& spec = ckpt.spec();
+  const ReplayOptions& opt = plan.options;
   if (inputs.empty()) RLP_THROW_INPUT("no input sequences to replay");
-  if (opt.recipes.empty()) RLP_THROW_INPUT("no recipes given");
-  if (!(opt.is_cap > 1.0)) RLP_THROW_INPUT("--is-cap must be > 1 (got {})", opt.is_cap);
-  std::vector<Recipe> recipes;
-  for (const auto& name : opt.recipes) {
-    for (const auto& r : recipes)
-      if (r.name == name) RLP_THROW_INPUT("recipe '{}' given twice", name);
-    recipes.push_back(make_recipe(name, opt.recipe));
-  }
-  for (const auto& r : recipes)
-    for (const PathStyle* s : {&r.gen, &r.train})
-      if (s->bf16_first_layers + s->bf16_last_layers > spec.layers)
-        RLP_THROW_INPUT("--bf16-first-layers + --bf16-last-layers = {} exceeds the model's {} layers",
-                        s->bf16_first_layers + s->bf16_last_layers, spec.layers);
+  if (opt.threads) set_thread_count(*opt.threads);
+  const std::vector<Recipe>& recipes = plan.recipes;
+  const Recipe& sampler = plan.sampler;
 
-  // Weights in every form a path reads, prepared once and shared between recipes.
-  std::map<std::string, std::unique_ptr<PreparedWeights>> prepared;
-  auto weights_for = [&](const PathStyle& s) -> const PreparedWeights& {
-    auto& slot = prepared[weights_key(s)];
-    if (!slot) slot = std::make_unique<PreparedWeights>(prepare_weights(ckpt, s));
+  // Weights in every form a path reads, prepared once (on first use) and shared between recipes.
+  std::vector<std::unique_ptr<PreparedWeights>> prepared(plan.weight_forms.size());
+  auto weights_for = [&](std::size_t form) -> const PreparedWeights& {
+    auto& slot = prepared[form];
+    if (!slot) slot = std::make_unique<PreparedWeights>(prepare_weights(ckpt, plan.weight_forms[form]));
     return *slot;
   };
 
   // 1. Responses: sampled once, from one generation path, so every recipe replays the same tokens.
-  Recipe sampler = make_recipe(opt.sample_recipe, opt.recipe);
-  // KV-cache scales are calibrated on the replayed tokens, which do not exist yet: the sampler's
-  // generation path keeps a bf16 KV cache.
-  sampler.gen.kv_cache = KvCacheDtype::bf16;
+  // The sampler's generation path keeps a bf16 KV cache (ReplayPlan::sampler).
   if (std::any_of(inputs.begin(), inputs.end(), [](const InputSequence& s) { return !s.has_response; })) {
-    const EmulatedOps ops(spec, weights_for(sampler.gen), sampler.gen);
+    const EmulatedOps ops(spec, weights_for(plan.sampler_form), sampler.gen);
     parallel_for(inputs.size(), 1, [&](std::size_t b, std::size_t e) {
       for (std::size_t i = b; i < e; ++i) {
         check_interrupted();
@@ -168,7 +153,7 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
   // 2. fp8 KV-cache scales, when a recipe needs them.
   KvScales kv_scales;
   nlohmann::json kv_json = nullptr;
-  if (std::any_of(recipes.begin(), recipes.end(), [](const Recipe& r) { return r.needs_kv_scales(); })) {
+  if (plan.needs_kv_scales) {
     if (opt.kv_scales_stale_dir.empty()) {
       kv_scales = calibrate_kv_scales(ckpt, inputs, opt.kv_scale_method);
     } else {
@@ -178,12 +163,11 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
                         opt.kv_scales_stale_dir);
       kv_scales = calibrate_kv_scales(stale, inputs, opt.kv_scale_method);
     }
-    kv_json = {
-        {"source", opt.kv_scales_stale_dir.empty() ? "recalibrated" : "stale:" + opt.kv_scales_stale_dir},
-        {"method", opt.kv_scale_method == KvScaleMethod::nemo ? "nemo" : "vllm"},
-        {"q", kv_scales.q},
-        {"k", kv_scales.k},
-        {"v", kv_scales.v}};
+    kv_json = {{"source", plan.kv_scales_source()},
+               {"method", opt.kv_scale_method == KvScaleMethod::nemo ? "nemo" : "vllm"},
+               {"q", kv_scales.q},
+               {"k", kv_scales.k},
+               {"v", kv_scales.v}};
   }
 
   // 3. The run's inputs.
@@ -216,9 +200,9 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
                 run.engine_logprobs.begin() + resp_off[i]);
   }
 
-  for (const auto& r : recipes) {
-    weights_for(r.gen);
-    weights_for(r.train);
+  for (const auto& forms : plan.recipe_forms) {
+    weights_for(forms.gen);
+    weights_for(forms.train);
   }
   std::unique_ptr<OracleWeights> oracle_w;
   if (opt.oracle) oracle_w = std::make_unique<OracleWeights>(prepare_oracle_weights(ckpt));
@@ -234,14 +218,14 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
   int64_t done_tokens = 0;
 
   std::vector<std::unique_ptr<PathRunner>> gen_ops, train_ops;
-  auto make_runner = [&](const PathStyle& s) -> std::unique_ptr<PathRunner> {
+  auto make_runner = [&](const PathStyle& s, std::size_t form) -> std::unique_ptr<PathRunner> {
     if (opt.backend && opt.backend->make_runner)
-      return opt.backend->make_runner(spec, weights_for(s), s, &kv_scales);
-    return std::make_unique<EmulatedRunner>(spec, weights_for(s), s, &kv_scales);
+      return opt.backend->make_runner(spec, weights_for(form), s, &kv_scales);
+    return std::make_unique<EmulatedRunner>(spec, weights_for(form), s, &kv_scales);
   };
-  for (const auto& rc : recipes) {
-    gen_ops.push_back(make_runner(rc.gen));
-    train_ops.push_back(make_runner(rc.train));
+  for (std::size_t ri = 0; ri < recipes.size(); ++ri) {
+    gen_ops.push_back(make_runner(recipes[ri].gen, plan.recipe_forms[ri].gen));
+    train_ops.push_back(make_runner(recipes[ri].train, plan.recipe_forms[ri].train));
   }
   std::size_t longest_r = 1;
   for (const auto& in : inputs) longest_r = std::max(longest_r, in.response.size());
@@ -253,8 +237,8 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
       SeqTokens& st = group[i - g0];
       st.tokens = inputs[i].prompt;
       st.tokens.insert(st.tokens.end(), inputs[i].response.begin(), inputs[i].response.end());
-      st.P = static_cast<int>(inputs[i].prompt.size());
-      st.R = static_cast<int>(inputs[i].response.size());
+      st.prompt_len = static_cast<int>(inputs[i].prompt.size());
+      st.response_len = static_cast<int>(inputs[i].response.size());
     }
     check_interrupted();
     std::vector<PathOutput<OracleOps::Mat>> oracle;
@@ -262,7 +246,7 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
       const OracleOps ops(spec, *oracle_w);
       oracle = run_path_group(ops, SequenceMode::teacher_forced, group, true, /*full_rows=*/false);
       for (std::size_t i = g0; i < g1; ++i)
-        for (int j = 0; j < group[i - g0].R; ++j)
+        for (int j = 0; j < group[i - g0].response_len; ++j)
           logp_oracle[static_cast<std::size_t>(resp_off[i] + j)] = oracle[i - g0].logprobs(j, 0);
     }
     for (std::size_t ri = 0; ri < NR; ++ri) {
@@ -277,7 +261,7 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
           const auto& g = gen[gi];
           const auto& t = train[gi];
           const auto off = static_cast<std::size_t>(resp_off[i]);
-          for (int j = 0; j < group[gi].R; ++j) {
+          for (int j = 0; j < group[gi].response_len; ++j) {
             const std::size_t at = off + static_cast<std::size_t>(j);
             const int32_t token = inputs[i].response[static_cast<std::size_t>(j)];
             const FullVocabStats fv =

@@ -5,6 +5,7 @@
 #include <csignal>
 
 #include "rlparity/util/error.hpp"
+#include "rlparity/util/exit_codes.hpp"
 
 namespace rlp {
 namespace {
@@ -16,7 +17,7 @@ extern "C" void on_sigbus(int) {
       "checkpoint files must not change while rlparity runs\n";
   ssize_t w = ::write(STDERR_FILENO, msg, sizeof msg - 1);
   (void)w;
-  ::_exit(1);
+  ::_exit(kExitCheckpointChanged);
 }
 }  // namespace
 
@@ -36,6 +37,8 @@ void install_sigbus_handler() {
 }
 
 bool interrupted() { return g_signal != 0; }
+
+int interrupt_signal() { return static_cast<int>(g_signal); }
 
 void check_interrupted() {
   if (g_signal != 0) RLP_THROW("interrupted by signal {}; no output written", static_cast<int>(g_signal));

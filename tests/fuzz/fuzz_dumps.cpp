@@ -9,7 +9,7 @@
 #include <string>
 
 #include "fuzz_util.hpp"
-#include "rlparity/compare/dumps.hpp"
+#include "rlparity/compare/engine_dumps.hpp"
 #include "rlparity/util/error.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {

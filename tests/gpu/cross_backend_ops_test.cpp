@@ -516,8 +516,8 @@ void forward_case(Outputs& o, const PreparedWeights& w, const PathStyle& st, Seq
         for (int i = 0; i < 2; ++i) {
           auto& sq = seqs[static_cast<std::size_t>(i)];
           for (int j = 0; j < 20 + 5 * i; ++j) sq.tokens.push_back((j * 37 + i * 11) % 1024);
-          sq.P = 12;
-          sq.R = static_cast<int>(sq.tokens.size()) - 12;
+          sq.prompt_len = 12;
+          sq.response_len = static_cast<int>(sq.tokens.size()) - 12;
         }
         const auto rc = run_path_group(c, mode, seqs, false);
         const auto rg = run_path_group(g, mode, seqs, false);

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "rlparity/compare/dumps.hpp"
+#include "rlparity/compare/engine_dumps.hpp"
 #include "rlparity/io/run_data.hpp"
 #include "rlparity/util/error.hpp"
 #include "unit/gate_test_util.hpp"

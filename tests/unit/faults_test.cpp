@@ -19,6 +19,7 @@
 #include "rlparity/model/weights.hpp"
 #include "rlparity/replay/recipe.hpp"
 #include "rlparity/util/error.hpp"
+#include "rlparity/util/exit_codes.hpp"
 #include "rlparity/util/interrupt.hpp"
 
 namespace {
@@ -217,7 +218,7 @@ TEST_F(Faults, TruncatedAfterOpenIsDetectedBeforeReading) {
 }
 
 // Truncated after that check: reading the mapping past the new end raises SIGBUS, which the CLI's
-// handler turns into one error line and exit status 1.
+// handler turns into one error line and exit status 4 (kExitCheckpointChanged: not the gate's 1).
 TEST_F(Faults, TruncatedAfterCheckFaultBecomesCleanExit) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   const fs::path ck = copy_stories("sigbus");
@@ -231,7 +232,7 @@ TEST_F(Faults, TruncatedAfterCheckFaultBecomesCleanExit) {
         for (int64_t i = 0; i < t.numel(); i += 1024) sink = sink + t.at(i);
         std::exit(0);
       },
-      ::testing::ExitedWithCode(1), "truncated or modified while in use");
+      ::testing::ExitedWithCode(rlp::kExitCheckpointChanged), "truncated or modified while in use");
 }
 
 }  // namespace

@@ -13,7 +13,7 @@
 
 #include "io/h5_util.hpp"
 #include "model/safetensors.hpp"
-#include "rlparity/compare/dumps.hpp"
+#include "rlparity/compare/engine_dumps.hpp"
 #include "rlparity/io/run_data.hpp"
 #include "rlparity/model/checkpoint.hpp"
 #include "rlparity/replay/inputs.hpp"

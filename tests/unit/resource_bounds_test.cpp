@@ -10,7 +10,7 @@
 #include <fstream>
 #include <string>
 
-#include "rlparity/compare/dumps.hpp"
+#include "rlparity/compare/engine_dumps.hpp"
 #include "rlparity/gate/thresholds.hpp"
 #include "rlparity/model/checkpoint.hpp"
 #include "rlparity/replay/inputs.hpp"
@@ -98,6 +98,13 @@ rlp::ModelSpec llama8b() {
   return s;
 }
 
+// The estimate of the plan of `o` with `threads` workers.
+rlp::MemoryEstimate estimate(const rlp::ModelSpec& s, const std::vector<rlp::InputSequence>& in,
+                             rlp::ReplayOptions o, int threads) {
+  o.threads = threads;
+  return rlp::estimate_replay_memory(rlp::make_replay_plan(s, o), in);
+}
+
 std::vector<rlp::InputSequence> seqs(int n, int prompt, int response) {
   std::vector<rlp::InputSequence> v(static_cast<std::size_t>(n));
   for (auto& s : v) {
@@ -114,9 +121,9 @@ TEST(MemoryEstimate, CountsEachWeightFormAndTheOracle) {
   rlp::ReplayOptions o;
   o.recipes = {"bf16"};
   o.oracle = false;
-  const auto bf16 = rlp::estimate_replay_memory(s, seqs(1, 16, 16), o, 1);
+  const auto bf16 = estimate(s, seqs(1, 16, 16), o, 1);
   o.oracle = true;
-  const auto with_oracle = rlp::estimate_replay_memory(s, seqs(1, 16, 16), o, 1);
+  const auto with_oracle = estimate(s, seqs(1, 16, 16), o, 1);
   const double params = 8.03e9;
   // The oracle adds 8 B per parameter (and a float64 forward).
   EXPECT_GT(static_cast<double>(with_oracle.total - bf16.total), 8 * params * 0.99);
@@ -129,7 +136,7 @@ TEST(MemoryEstimate, CountsEachWeightFormAndTheOracle) {
   // An fp8 form adds ~1 B per decoder-linear parameter (+ 4 B per param for embeddings/lm_head).
   o.oracle = false;
   o.recipes = {"bf16", "fp8-gen"};
-  const auto fp8 = rlp::estimate_replay_memory(s, seqs(1, 16, 16), o, 1);
+  const auto fp8 = estimate(s, seqs(1, 16, 16), o, 1);
   const double extra = static_cast<double>(fp8.total - bf16.total);
   EXPECT_GT(extra, 6.9e9 * 1.0 + 2 * 4 * 4096.0 * 128256 * 0.99);
   EXPECT_LT(extra, 6.9e9 * 1.1 + 2 * 4 * 4096.0 * 128256 * 1.1);
@@ -139,8 +146,8 @@ TEST(MemoryEstimate, CountsEachWeightFormAndTheOracle) {
       if (what.find(key) != std::string::npos) return static_cast<double>(bytes);
     return -1.0;
   };
-  const auto t1 = rlp::estimate_replay_memory(s, seqs(8, 2000, 2000), o, 1);
-  const auto t8 = rlp::estimate_replay_memory(s, seqs(8, 2000, 2000), o, 8);
+  const auto t1 = estimate(s, seqs(8, 2000, 2000), o, 1);
+  const auto t8 = estimate(s, seqs(8, 2000, 2000), o, 8);
   EXPECT_DOUBLE_EQ(part(t8, "worker(s)"), 8 * part(t1, "worker(s)"));
   EXPECT_GT(part(t1, "worker(s)"), part(fp8, "worker(s)") * 100);  // 4000 vs 32 tokens
   EXPECT_GT(t8.total, t1.total);
@@ -154,11 +161,11 @@ TEST(MemoryEstimate, CountsEachWeightFormAndTheOracle) {
   EXPECT_EQ(rlp::replay_group_size(s, 20, 16), 16u);
   EXPECT_EQ(rlp::replay_group_size(s, 3, 16), 3u);
   EXPECT_EQ(rlp::replay_group_size(s, 20, 500), 4u);  // 513 MB each: 4 fit in 2 GiB
-  const auto g1 = rlp::estimate_replay_memory(s, seqs(1, 2000, 2000), o, 1);
+  const auto g1 = estimate(s, seqs(1, 2000, 2000), o, 1);
   EXPECT_DOUBLE_EQ(part(t1, "one group of 1"), part(g1, "one group of 1"));
   EXPECT_GT(part(g1, "one group of 1"), 2000.0 * 128256 * 8);
-  const auto short1 = rlp::estimate_replay_memory(s, seqs(1, 16, 16), o, 1);
-  const auto short20 = rlp::estimate_replay_memory(s, seqs(20, 16, 16), o, 1);
+  const auto short1 = estimate(s, seqs(1, 16, 16), o, 1);
+  const auto short20 = estimate(s, seqs(20, 16, 16), o, 1);
   EXPECT_DOUBLE_EQ(part(short20, "one group of 16"), 16 * part(short1, "one group of 1"));
   // Responses still to be sampled may come out shorter and form larger groups: the bound covers it.
   auto unsampled = seqs(20, 16, 500);
@@ -168,14 +175,14 @@ TEST(MemoryEstimate, CountsEachWeightFormAndTheOracle) {
   }
   rlp::ReplayOptions os = o;
   os.max_new_tokens = 500;
-  const auto given = rlp::estimate_replay_memory(s, seqs(20, 16, 500), o, 1);
-  const auto sampled = rlp::estimate_replay_memory(s, unsampled, os, 1);
+  const auto given = estimate(s, seqs(20, 16, 500), o, 1);
+  const auto sampled = estimate(s, unsampled, os, 1);
   EXPECT_DOUBLE_EQ(part(given, "one group of 4"),
-                   4 * part(rlp::estimate_replay_memory(s, seqs(1, 16, 500), o, 1), "one group of 1"));
+                   4 * part(estimate(s, seqs(1, 16, 500), o, 1), "one group of 1"));
   EXPECT_GE(part(sampled, "one group of 16"), static_cast<double>(rlp::kGroupRowBytes));
   // The oracle keeps its hidden states and one log-prob per token (double), not full rows.
   o.oracle = true;
-  const auto g1o = rlp::estimate_replay_memory(s, seqs(1, 2000, 2000), o, 1);
+  const auto g1o = estimate(s, seqs(1, 2000, 2000), o, 1);
   EXPECT_DOUBLE_EQ(part(g1o, "one group of 1") - part(g1, "one group of 1"),
                    8.0 * (32 * 2000.0 * 4096 + 2000));
 }
@@ -184,7 +191,7 @@ TEST(MemoryEstimate, AbsurdShapesSaturateInsteadOfWrapping) {
   rlp::ModelSpec s = llama8b();
   s.hidden = 1 << 30, s.intermediate = 1 << 30, s.vocab = 1 << 30, s.layers = 1 << 20;
   rlp::ReplayOptions o;
-  const auto e = rlp::estimate_replay_memory(s, seqs(1, 4, 4), o, 64);
+  const auto e = estimate(s, seqs(1, 4, 4), o, 64);
   EXPECT_EQ(e.total, UINT64_MAX);
 }
 

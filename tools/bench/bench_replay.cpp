@@ -137,7 +137,9 @@ int main(int argc, char** argv) {
     rlp::ReplayOptions opt;
     opt.recipes = args.recipes;
     opt.oracle = args.oracle;
-    const rlp::MemoryEstimate est = rlp::estimate_replay_memory(ck.spec(), inputs, opt, threads, bc.bytes());
+    opt.threads = threads;
+    const rlp::ReplayPlan plan = rlp::make_replay_plan(ck.spec(), opt);
+    const rlp::MemoryEstimate est = rlp::estimate_replay_memory(plan, inputs, bc.bytes());
     fmt::print(
         "checkpoint: {} ({:.1f} MB, written in {:.1f} s); {} sequences x ({} prompt + {} response); recipes "
         "{}{}; "
@@ -148,7 +150,7 @@ int main(int argc, char** argv) {
     const rlp::bench::EigenRate before = rlp::bench::eigen_gemm_rate(threads);
     const bool reset = rlp::bench::reset_peak_rss();
     const auto t0 = rlp::bench::Clock::now();
-    const rlp::RunData run = rlp::run_replay(ck, inputs, opt);
+    const rlp::RunData run = rlp::run_replay(ck, inputs, plan);
     const double wall = rlp::bench::seconds_since(t0);
     const double peak = reset ? rlp::bench::proc_status_bytes("VmHWM") : -1;
     const rlp::bench::EigenRate after = rlp::bench::eigen_gemm_rate(threads);

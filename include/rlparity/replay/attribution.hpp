@@ -17,27 +17,19 @@
 #include "rlparity/model/checkpoint.hpp"
 #include "rlparity/replay/inputs.hpp"
 #include "rlparity/replay/replay.hpp"
+#include "rlparity/replay/replay_plan.hpp"
 
 namespace rlp {
 
-struct AttributionOptions {
-  bool layers = false;
-  bool knobs = false;
-  bool kv_scales = false;  // needs ReplayOptions::kv_scales_stale_dir
-  // Recipe attributed by layers/knobs; empty: the first of ReplayOptions::recipes whose generation
-  // side runs fp8 linears, else "fp8-gen".
-  std::string recipe;
-  int max_edge = 2;  // F and K of the bf16-layer search range over 0..max_edge
-};
-
 using AttributionLog = std::function<void(const std::string&)>;
 
-// The recipe `layers`/`knobs` attribute under these options.
-std::string attribution_recipe(const ReplayOptions& replay, const AttributionOptions& options);
-
-// Runs the requested attributions and stores them in run.attribution ("layers", "layer_candidates",
-// "knobs", "kv_scales"). `inputs` must hold responses (run it after run_replay). `replay` supplies
-// the recipe options (user knobs, pow2 scales), the KV scale method and stale directory.
+// Runs the plan's attributions (ReplayPlan::attribution) and stores them in run.attribution
+// ("layers", "layer_candidates", "knobs", "kv_scales"). `inputs` must hold responses (run it after
+// run_replay). The plan's options supply the recipe options (user knobs, pow2 scales), the KV
+// scale method and stale directory.
+void run_attribution(const Checkpoint& ckpt, const std::vector<InputSequence>& inputs, const ReplayPlan& plan,
+                     RunData& run, const AttributionLog& log = {});
+// The same with the plan made here (InputError for options that cannot be attributed).
 void run_attribution(const Checkpoint& ckpt, const std::vector<InputSequence>& inputs,
                      const ReplayOptions& replay, const AttributionOptions& options, RunData& run,
                      const AttributionLog& log = {});

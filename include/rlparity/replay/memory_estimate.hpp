@@ -8,9 +8,9 @@
 #include <utility>
 #include <vector>
 
-#include "rlparity/model/model_spec.hpp"
 #include "rlparity/replay/inputs.hpp"
 #include "rlparity/replay/replay.hpp"
+#include "rlparity/replay/replay_plan.hpp"
 
 namespace rlp {
 
@@ -22,12 +22,15 @@ struct MemoryEstimate {
   std::string describe() const;
 };
 
-// Estimates the peak of run_replay(ckpt, inputs, options) with `threads` workers (0: all cores).
-// Inputs without a response count as prompt + options.max_new_tokens tokens. Unknown recipe names
-// are ignored here (run_replay refuses them). Attribution (--attribute) is not included.
-MemoryEstimate estimate_replay_memory(const ModelSpec& spec, const std::vector<InputSequence>& inputs,
-                                      const ReplayOptions& options, int threads,
+// Estimates the peak of run_replay(ckpt, inputs, plan) with the plan's worker threads (0: all
+// cores). Inputs without a response count as prompt + max_new_tokens tokens. Attribution
+// (--attribute) is not included.
+MemoryEstimate estimate_replay_memory(const ReplayPlan& plan, const std::vector<InputSequence>& inputs,
                                       uint64_t checkpoint_bytes = 0);
+
+// --max-memory: InputError (refusing to start, with the estimate's breakdown) when the estimate
+// exceeds `limit` bytes (0: no limit); `limit_text` is the limit as the user wrote it.
+void check_memory_limit(const MemoryEstimate& estimate, uint64_t limit, const std::string& limit_text);
 
 // "8G", "512M", "1.5GiB", "64k", "1000000" (bytes); suffixes K/M/G/T (optionally followed by "B" or
 // "iB") are powers of 1024, case-insensitive. InputError for anything else or zero.

@@ -21,21 +21,22 @@ namespace rlp {
 // at those rows.
 template <class Mat>
 struct PathOutput {
-  Mat logprobs;             // [R x vocab], or [R x 1] (the response token's) without full rows
-  std::vector<Mat> hidden;  // per layer [R x hidden]
+  Mat logprobs;  // [response_len x vocab], or [response_len x 1] (the response token's) without full rows
+  std::vector<Mat> hidden;  // per layer [response_len x hidden]
 };
 
 // One sequence of a group: its tokens (prompt + response) and where the response starts.
 struct SeqTokens {
   std::vector<int32_t> tokens;
-  int P = 0, R = 0;
+  int prompt_len = 0, response_len = 0;
 };
 
 // Runs one path over a group of sequences. Response token j of a sequence is predicted by the
-// output at position P-1+j. Teacher-forced: one pass per sequence over positions [0, P+R-1), the
-// sequences in parallel. Decode: a prefill per sequence, then decode steps that advance every
-// unfinished sequence by one token in one call (one weight pass per step for the whole group;
-// rows are computed exactly as single-sequence steps would be, so grouping does not change results).
+// output at position prompt_len-1+j. Teacher-forced: one pass per sequence over positions
+// [0, prompt_len+response_len-1), the sequences in parallel. Decode: a prefill per sequence, then
+// decode steps that advance every unfinished sequence by one token in one call (one weight pass
+// per step for the whole group; rows are computed exactly as single-sequence steps would be, so
+// grouping does not change results).
 // full_rows = false keeps only each response token's log-prob (the oracle's use: its full rows
 // would be the group's largest buffer).
 template <class Ops>
@@ -51,25 +52,26 @@ std::vector<PathOutput<typename Ops::Mat>> run_path_group(const Ops& ops, Sequen
     if (full_rows)
       out[i].logprobs.row(j) = lp.row(row);
     else
-      out[i].logprobs(j, 0) = lp(row, seqs[i].tokens[static_cast<std::size_t>(seqs[i].P + j)]);
+      out[i].logprobs(j, 0) = lp(row, seqs[i].tokens[static_cast<std::size_t>(seqs[i].prompt_len + j)]);
   };
   for (std::size_t i = 0; i < G; ++i) {
-    out[i].logprobs.resize(seqs[i].R, full_rows ? spec.vocab : 1);
-    if (want_hidden) out[i].hidden.assign(static_cast<std::size_t>(spec.layers), Mat(seqs[i].R, spec.hidden));
+    out[i].logprobs.resize(seqs[i].response_len, full_rows ? spec.vocab : 1);
+    if (want_hidden)
+      out[i].hidden.assign(static_cast<std::size_t>(spec.layers), Mat(seqs[i].response_len, spec.hidden));
   }
   if (mode == SequenceMode::teacher_forced) {
     parallel_for(G, 1, [&](std::size_t b, std::size_t e) {
       for (std::size_t i = b; i < e; ++i) {
         const SeqTokens& s = seqs[i];
-        auto cache = ops.new_cache(s.P + s.R);
+        auto cache = ops.new_cache(s.prompt_len + s.response_len);
         Mat lp;
         LayerHook<Mat> hook;
         if (want_hidden)
           hook = [&](int layer, const Mat& h) {
-            out[i].hidden[static_cast<std::size_t>(layer)] = h.bottomRows(s.R);
+            out[i].hidden[static_cast<std::size_t>(layer)] = h.bottomRows(s.response_len);
           };
-        forward(ops, cache, s.tokens.data(), s.P + s.R - 1, 0, lp, hook);
-        for (int j = 0; j < s.R; ++j) keep(i, j, lp, s.P - 1 + j);
+        forward(ops, cache, s.tokens.data(), s.prompt_len + s.response_len - 1, 0, lp, hook);
+        for (int j = 0; j < s.response_len; ++j) keep(i, j, lp, s.prompt_len - 1 + j);
       }
     });
     return out;
@@ -79,16 +81,16 @@ std::vector<PathOutput<typename Ops::Mat>> run_path_group(const Ops& ops, Sequen
   int max_r = 0;
   for (std::size_t i = 0; i < G; ++i) {
     const SeqTokens& s = seqs[i];
-    caches.push_back(ops.new_cache(s.P + s.R));
+    caches.push_back(ops.new_cache(s.prompt_len + s.response_len));
     Mat lp;
     LayerHook<Mat> hook;
     if (want_hidden)
       hook = [&](int layer, const Mat& h) {
         out[i].hidden[static_cast<std::size_t>(layer)].row(0) = h.row(h.rows() - 1);
       };
-    forward(ops, caches[i], s.tokens.data(), s.P, 0, lp, hook);
-    keep(i, 0, lp, s.P - 1);
-    max_r = std::max(max_r, s.R);
+    forward(ops, caches[i], s.tokens.data(), s.prompt_len, 0, lp, hook);
+    keep(i, 0, lp, s.prompt_len - 1);
+    max_r = std::max(max_r, s.response_len);
   }
   std::vector<std::size_t> active;
   std::vector<typename Ops::Cache*> cache_ptrs;
@@ -101,8 +103,8 @@ std::vector<PathOutput<typename Ops::Mat>> run_path_group(const Ops& ops, Sequen
     tokens.clear();
     positions.clear();
     for (std::size_t i = 0; i < G; ++i) {
-      if (seqs[i].R <= j) continue;
-      const int pos = seqs[i].P + j - 1;
+      if (seqs[i].response_len <= j) continue;
+      const int pos = seqs[i].prompt_len + j - 1;
       active.push_back(i);
       cache_ptrs.push_back(&caches[i]);
       tokens.push_back(seqs[i].tokens[static_cast<std::size_t>(pos)]);

@@ -14,10 +14,9 @@
 #include "rlparity/replay/inputs.hpp"
 #include "rlparity/replay/path_runner.hpp"
 #include "rlparity/replay/recipe.hpp"
+#include "rlparity/replay/replay_plan.hpp"
 
 namespace rlp {
-
-enum class KvScaleMethod { nemo, vllm };
 
 // Sequences replayed together: each emulated path keeps R x vocab log-prob rows per sequence of the
 // group (memory), and a group's decode steps share one pass over the weights (speed: a decode GEMM
@@ -29,28 +28,13 @@ inline constexpr std::size_t kReplayGroup = 16;
 inline constexpr uint64_t kGroupRowBytes = uint64_t{2} << 30;
 std::size_t replay_group_size(const ModelSpec& spec, std::size_t sequences, uint64_t longest_response);
 
-struct ReplayOptions {
-  std::vector<std::string> recipes{"bf16", "fp8-gen", "fp8-e2e"};
-  RecipeOptions recipe;
-  // Sampling of responses for inputs that have none: once, from this recipe's generation path.
-  std::string sample_recipe = "bf16";
-  int max_new_tokens = 32;
-  double temperature = 1.0;
-  uint64_t seed = 0;
-  // fp8 KV-cache scales: recalibrated on the replayed checkpoint, or taken from another (stale).
-  KvScaleMethod kv_scale_method = KvScaleMethod::nemo;
-  std::string kv_scales_stale_dir;  // empty: recalibrated
-  double is_cap = 2.0;
-  bool oracle = true;
-  // Backend of the generation and training paths; null = the CPU emulator. Sampling, KV-scale
-  // calibration and the oracle run on the CPU whatever the backend.
-  std::shared_ptr<const ReplayBackend> backend;
-};
-
 using ProgressFn = std::function<void(int64_t tokens_done, int64_t tokens_total)>;
 
-// Fills in missing responses (sampling), then runs every recipe. `inputs` gains the sampled
-// responses. Throws InputError for bad options.
+// Fills in missing responses (sampling), then runs every recipe of the plan (made for ckpt's
+// spec). `inputs` gains the sampled responses. Throws InputError for inputs the plan cannot replay.
+RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, const ReplayPlan& plan,
+                   const ProgressFn& progress = {});
+// The same with the plan made here from `options` (InputError for bad options).
 RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, const ReplayOptions& options,
                    const ProgressFn& progress = {});
 

@@ -1,6 +1,7 @@
 // One exception type for every failure rlparity reports to a user: it carries where it was raised
-// (file:line) and a message that names the input and the problem. The CLI turns it into an exit
-// code; nothing below the CLI calls exit().
+// (file:line, printed with the global --verbose) and a message that names the input and the
+// problem. The CLI's main turns it into an exit code (util/exit_codes.hpp): kExitError (2), or
+// 128 + the signal when the failure follows SIGINT/SIGTERM; nothing below the CLI calls exit().
 #pragma once
 #include <fmt/format.h>
 
@@ -20,7 +21,8 @@ class Error : public std::runtime_error {
   std::string where_;
 };
 
-// Input errors (bad file, bad option) are user errors: exit code 2 in gate, 1 elsewhere.
+// Input errors (bad file, bad option, an output that cannot be written): the user's to fix. The CLI
+// exits 2 for them as for every Error; the type tells library callers (and tests) which ones.
 class InputError : public Error {
  public:
   using Error::Error;

@@ -1,8 +1,7 @@
-#include "rlparity/compare/dumps.hpp"
+#include "rlparity/compare/engine_dumps.hpp"
 
 #include <algorithm>
 #include <cmath>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -10,6 +9,7 @@
 
 #include "rlparity/util/error.hpp"
 #include "rlparity/util/json_depth.hpp"
+#include "rlparity/util/strings.hpp"
 #include "rlparity/util/version.hpp"
 
 namespace rlp::compare {
@@ -154,30 +154,28 @@ struct SideLine {
   std::vector<double> logprobs;
 };
 
+// The fields every dump line has: where it came from, a unique id, the prompt and a non-empty
+// response (DumpSequence and SideLine both carry them).
+template <class Seq>
+void read_sequence_fields(const Line& l, std::map<std::string, std::string>& seen, Seq& s) {
+  s.where = l.where;
+  s.id = get_id(l.value, l.where);
+  check_unique(seen, s.id, l.where);
+  s.prompt = get_tokens(l.value, "prompt", l.where, s.id, false);
+  s.response = get_tokens(l.value, "response", l.where, s.id, true);
+  if (s.response.empty()) RLP_THROW_INPUT("{}: sequence '{}': \"response\" is empty", l.where, s.id);
+}
+
 std::vector<SideLine> read_side(const std::string& path) {
   std::vector<SideLine> out;
   std::map<std::string, std::string> seen;
   for (const auto& l : read_jsonl(path)) {
     SideLine s;
-    s.where = l.where;
-    s.id = get_id(l.value, l.where);
-    check_unique(seen, s.id, l.where);
-    s.prompt = get_tokens(l.value, "prompt", l.where, s.id, false);
-    s.response = get_tokens(l.value, "response", l.where, s.id, true);
-    if (s.response.empty()) RLP_THROW_INPUT("{}: sequence '{}': \"response\" is empty", l.where, s.id);
+    read_sequence_fields(l, seen, s);
     s.logprobs = get_logprobs(l.value, "logprobs", l.where, s.id, s.response.size());
     out.push_back(std::move(s));
   }
   return out;
-}
-
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 // Numeric suffix of names like step_12 / rank_3 (-1 when it does not match).
@@ -219,12 +217,7 @@ std::vector<DumpSequence> read_combined_dump(const std::string& path) {
   std::map<std::string, std::string> seen;
   for (const auto& l : read_jsonl(path)) {
     DumpSequence d;
-    d.where = l.where;
-    d.id = get_id(l.value, l.where);
-    check_unique(seen, d.id, l.where);
-    d.prompt = get_tokens(l.value, "prompt", l.where, d.id, false);
-    d.response = get_tokens(l.value, "response", l.where, d.id, true);
-    if (d.response.empty()) RLP_THROW_INPUT("{}: sequence '{}': \"response\" is empty", l.where, d.id);
+    read_sequence_fields(l, seen, d);
     d.gen_logprobs = get_logprobs(l.value, "gen_logprobs", l.where, d.id, d.response.size());
     d.train_logprobs = get_logprobs(l.value, "train_logprobs", l.where, d.id, d.response.size());
     out.push_back(std::move(d));

@@ -1,0 +1,95 @@
+// The replay plan: what a replay run will do, resolved once from the user's options before any
+// work. Recipes, both paths' styles, the distinct weight forms they read, the sampler, the fp8 KV
+// scale source and the attribution runs are decided here, and every error in the options is thrown
+// here (InputError); run_replay, the memory estimate and attribution read the plan and never
+// resolve a recipe name again.
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rlparity/model/model_spec.hpp"
+#include "rlparity/replay/path_runner.hpp"
+#include "rlparity/replay/recipe.hpp"
+
+namespace rlp {
+
+enum class KvScaleMethod { nemo, vllm };
+
+// What the user asked a replay to do (the CLI's options, or a test's).
+struct ReplayOptions {
+  std::vector<std::string> recipes{"bf16", "fp8-gen", "fp8-e2e"};
+  RecipeOptions recipe;
+  // Sampling of responses for inputs that have none: once, from this recipe's generation path.
+  std::string sample_recipe = "bf16";
+  int max_new_tokens = 32;
+  double temperature = 1.0;
+  uint64_t seed = 0;
+  // fp8 KV-cache scales: recalibrated on the replayed checkpoint, or taken from another (stale).
+  KvScaleMethod kv_scale_method = KvScaleMethod::nemo;
+  std::string kv_scales_stale_dir;  // empty: recalibrated
+  double is_cap = 2.0;
+  bool oracle = true;
+  // Worker threads (0: all cores); unset: the process's setting (set_thread_count). Results do
+  // not depend on it.
+  std::optional<int> threads;
+  // Backend of the generation and training paths; null = the CPU emulator. Sampling, KV-scale
+  // calibration and the oracle run on the CPU whatever the backend.
+  std::shared_ptr<const ReplayBackend> backend;
+};
+
+// Replay attribution (attribution.hpp): extra replays that tell where the divergence comes from.
+struct AttributionOptions {
+  bool layers = false;
+  bool knobs = false;
+  bool kv_scales = false;  // needs ReplayOptions::kv_scales_stale_dir
+  // Recipe attributed by layers/knobs; empty: the first of ReplayOptions::recipes whose generation
+  // side runs fp8 linears, else "fp8-gen".
+  std::string recipe;
+  int max_edge = 2;  // F and K of the bf16-layer search range over 0..max_edge
+};
+
+struct AttributionPlan {
+  bool layers = false, knobs = false, kv_scales = false;
+  Recipe recipe;                        // attributed by layers/knobs
+  std::vector<std::string> kv_recipes;  // replayed with recalibrated and stale scales
+  int max_edge = 2;
+  bool any() const { return layers || knobs || kv_scales; }
+};
+
+struct ReplayPlan {
+  ModelSpec spec;
+  ReplayOptions options;  // as given; the fields below are resolved from it
+  int threads = 0;        // worker threads for this run (0: all cores)
+  std::vector<Recipe> recipes;
+  // Samples missing responses; its KV cache stays bf16 (the scales are calibrated on the replayed
+  // tokens, which do not exist yet).
+  Recipe sampler;
+  // Every distinct form of prepared weights (weights_key), and which one each path reads.
+  std::vector<PathStyle> weight_forms;
+  struct PathForms {
+    std::size_t gen = 0, train = 0;
+  };
+  std::vector<PathForms> recipe_forms;  // parallel to recipes
+  std::size_t sampler_form = 0;
+  bool needs_kv_scales = false;  // some recipe runs an fp8 KV cache
+  AttributionPlan attribution;
+
+  // "recalibrated" or "stale:DIR", as the run file records it.
+  std::string kv_scales_source() const;
+};
+
+// Resolves and checks the options for a model of shape `spec`. InputError for: no recipes, an
+// unknown or repeated recipe name, --is-cap <= 1, more bf16 edge layers than the model has, an
+// unknown sample recipe, and attribution that cannot run (kv-scales without stale scales, layers
+// on a recipe without fp8 generation). With stale KV scales, KV-scale attribution of every recipe
+// with an fp8 KV cache is always planned: it measures what skipping recalibration adds.
+ReplayPlan make_replay_plan(const ModelSpec& spec, const ReplayOptions& options,
+                            const AttributionOptions& attribution = {});
+
+// --kv-scales: "recalibrated" -> "", "stale:DIR" -> DIR (the stale directory); InputError otherwise.
+std::string parse_kv_scales_source(const std::string& text);
+
+}  // namespace rlp

@@ -1,0 +1,99 @@
+#include "rlparity/replay/replay_plan.hpp"
+
+#include <algorithm>
+
+#include "rlparity/model/weights.hpp"
+#include "rlparity/util/error.hpp"
+#include "rlparity/util/parallel.hpp"
+
+namespace rlp {
+namespace {
+
+// The index of `style`'s weight form in `forms`, added when new: paths whose styles have equal
+// weights_key read the same prepared weights.
+std::size_t form_of(const PathStyle& style, std::vector<PathStyle>& forms, std::vector<std::string>& keys) {
+  const std::string key = weights_key(style);
+  const auto it = std::find(keys.begin(), keys.end(), key);
+  if (it != keys.end()) return static_cast<std::size_t>(it - keys.begin());
+  keys.push_back(key);
+  forms.push_back(style);
+  return forms.size() - 1;
+}
+
+AttributionPlan plan_attribution(const ReplayPlan& plan, const AttributionOptions& a) {
+  const ReplayOptions& o = plan.options;
+  AttributionPlan p;
+  p.layers = a.layers;
+  p.knobs = a.knobs;
+  p.kv_scales = a.kv_scales;
+  p.max_edge = a.max_edge;
+  if (a.max_edge < 0) RLP_THROW_INPUT("attribution: max_edge {} must be >= 0", a.max_edge);
+  if (p.kv_scales && o.kv_scales_stale_dir.empty())
+    RLP_THROW_INPUT(
+        "KV-scale attribution needs --kv-scales stale:DIR (the checkpoint the stale scales come from)");
+  if (!o.kv_scales_stale_dir.empty() && plan.needs_kv_scales) p.kv_scales = true;
+  for (const auto& r : plan.recipes)
+    if (r.needs_kv_scales()) p.kv_recipes.push_back(r.name);
+  if (p.kv_recipes.empty()) p.kv_recipes.push_back("fp8-e2e-kv");
+  // The attributed recipe: the one named (unknown names fail before any work), else the first
+  // replayed recipe with fp8 generation linears, else fp8-gen.
+  std::string name = a.recipe;
+  if (name.empty()) {
+    const auto it = std::find_if(plan.recipes.begin(), plan.recipes.end(),
+                                 [](const Recipe& r) { return r.gen.fp8_linear; });
+    name = it != plan.recipes.end() ? it->name : "fp8-gen";
+  }
+  p.recipe = make_recipe(name, o.recipe);
+  if (p.layers && !p.recipe.gen.fp8_linear)
+    RLP_THROW_INPUT(
+        "--attribute layers: recipe '{}' has no fp8 generation side (use fp8-gen, fp8-e2e or fp8-e2e-kv)",
+        name);
+  return p;
+}
+
+}  // namespace
+
+ReplayPlan make_replay_plan(const ModelSpec& spec, const ReplayOptions& options,
+                            const AttributionOptions& attribution) {
+  ReplayPlan plan;
+  plan.spec = spec;
+  plan.options = options;
+  plan.threads = options.threads.value_or(thread_count());
+  if (options.recipes.empty()) RLP_THROW_INPUT("no recipes given");
+  if (!(options.is_cap > 1.0)) RLP_THROW_INPUT("--is-cap must be > 1 (got {})", options.is_cap);
+  for (const auto& name : options.recipes) {
+    for (const auto& r : plan.recipes)
+      if (r.name == name) RLP_THROW_INPUT("recipe '{}' given twice", name);
+    plan.recipes.push_back(make_recipe(name, options.recipe));
+  }
+  for (const auto& r : plan.recipes)
+    for (const PathStyle* s : {&r.gen, &r.train})
+      if (s->bf16_first_layers + s->bf16_last_layers > spec.layers)
+        RLP_THROW_INPUT("--bf16-first-layers + --bf16-last-layers = {} exceeds the model's {} layers",
+                        s->bf16_first_layers + s->bf16_last_layers, spec.layers);
+  plan.sampler = make_recipe(options.sample_recipe, options.recipe);
+  plan.sampler.gen.kv_cache = KvCacheDtype::bf16;
+
+  std::vector<std::string> keys;
+  for (const auto& r : plan.recipes) {
+    plan.recipe_forms.push_back(
+        {form_of(r.gen, plan.weight_forms, keys), form_of(r.train, plan.weight_forms, keys)});
+    plan.needs_kv_scales = plan.needs_kv_scales || r.needs_kv_scales();
+  }
+  plan.sampler_form = form_of(plan.sampler.gen, plan.weight_forms, keys);
+  plan.attribution = plan_attribution(plan, attribution);
+  return plan;
+}
+
+std::string ReplayPlan::kv_scales_source() const {
+  return options.kv_scales_stale_dir.empty() ? "recalibrated" : "stale:" + options.kv_scales_stale_dir;
+}
+
+std::string parse_kv_scales_source(const std::string& text) {
+  if (text.rfind("stale:", 0) == 0) return text.substr(6);
+  if (text != "recalibrated")
+    RLP_THROW_INPUT("--kv-scales: expected 'recalibrated' or 'stale:DIR', got '{}'", text);
+  return {};
+}
+
+}  // namespace rlp
