@@ -113,12 +113,17 @@ TEST_F(ReplayCli, BadInputsFailCleanlyWithNoOutputFile) {
 
 TEST_F(ReplayCli, InterruptLeavesNoOutput) {
   for (const auto& [sig, code] : {std::pair{"INT", 130}, std::pair{"TERM", 143}}) {
-    // A run long enough to be interrupted mid-way (about a second of work before the first write).
+    // A run long enough to be interrupted mid-way (seconds of work before the first write). The
+    // signal is sent once the handlers are installed (SigCgt has SIGINT's bit), then half a second
+    // into the work: on a loaded machine a fixed delay could signal a process not started yet.
     const std::string out = (dir_ / "int.h5").string();
+    const std::string wait_for_handlers =
+        "i=0; while [ $i -lt 1200 ]; do m=$(awk '/SigCgt/{print $2}' /proc/$pid/status 2>/dev/null); "
+        "[ -n \"$m\" ] && [ $(( 0x$m & 2 )) -ne 0 ] && break; sleep 0.05; i=$((i+1)); done; sleep 0.5; ";
     const Result r =
         run("cd " + dir_.string() + " && (" + cli() +
             " replay -q --recipes bf16,fp8-gen,fp8-e2e,fp8-e2e-kv,fp16 --max-new-tokens 400 --out " + out +
-            " & pid=$!; sleep 1; kill -" + sig + " $pid; wait $pid)");
+            " & pid=$!; " + wait_for_handlers + "kill -" + sig + " $pid; wait $pid)");
     EXPECT_EQ(r.code, code) << sig << ": " << r.output;  // 128 + the signal, as shells report it
     EXPECT_NE(r.output.find("interrupted"), std::string::npos) << r.output;
     EXPECT_TRUE(only_inputs_left()) << sig;
