@@ -4,12 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numbers>
 
 #include "cuda_casts.hpp"
 #include "cuda_kernels.hpp"
 #include "rlparity/model/rope.hpp"
 #include "rlparity/numerics/formats.hpp"
+#include "rlparity/numerics/ops.hpp"
 
 namespace rlp::cuda {
 namespace {
@@ -22,12 +22,12 @@ static_assert(kSlotCount <= CudaContext::kSlots);
 
 kern::Act act_of(const PathStyle& s) { return s.act == ActDtype::fp16 ? kern::Act::fp16 : kern::Act::bf16; }
 
-std::size_t size_of(const EmulatedOps::Mat& m) { return static_cast<std::size_t>(m.size()); }
+std::size_t size_of(const HostMat& m) { return static_cast<std::size_t>(m.size()); }
 
-void to_device(float* d, const EmulatedOps::Mat& m) {
+void to_device(float* d, const HostMat& m) {
   if (m.size()) RLP_CUDA_CHECK(cudaMemcpy(d, m.data(), size_of(m) * sizeof(float), cudaMemcpyHostToDevice));
 }
-void to_host(EmulatedOps::Mat& m, const float* d) {
+void to_host(HostMat& m, const float* d) {
   if (m.size()) RLP_CUDA_CHECK(cudaMemcpy(m.data(), d, size_of(m) * sizeof(float), cudaMemcpyDeviceToHost));
 }
 
@@ -259,7 +259,7 @@ void CudaOps::rope(Mat& q, Mat& k, const int* positions) const {
 
 CudaOps::Cache CudaOps::new_cache(int capacity) const {
   Cache c;
-  static_cast<EmulatedOps::Cache&>(c) = emu_.new_cache(capacity);
+  static_cast<KvCache&>(c) = emu_.new_cache(capacity);
   if (attention_gpu_) {
     c.dev = std::make_shared<DeviceKv>();
     c.dev->k.resize(static_cast<std::size_t>(spec_.layers));
@@ -287,8 +287,7 @@ kern::AttentionParams CudaOps::attention_params(int layer, int n, int pos0, floa
   p.q_scale = fp8 ? kv_scales_.q[li] : 1.0f;
   p.v_scale = fp8 ? kv_scales_.v[li] : 1.0f;
   k_scale = fp8 ? kv_scales_.k[li] : 1.0f;
-  const float softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(p.hd)));
-  p.c_log2 = softmax_scale * (fp8 ? p.q_scale * k_scale : 1.0f) * std::numbers::log2e_v<float>;
+  p.c_log2 = num::attention_exp2_scale(p.hd, fp8 ? p.q_scale * k_scale : 1.0f);
   p.act = act_of(style_);
   p.exact = ctx_->exact();
   return p;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "rlparity/model/model_spec.hpp"
+#include "rlparity/model/ops_contract.hpp"
 #include "rlparity/model/weights.hpp"
 
 namespace rlp {
@@ -38,5 +39,6 @@ class OracleOps {
   const OracleWeights& w_;
   std::vector<double> inv_freq_;
 };
+static_assert(ForwardOps<OracleOps>);
 
 }  // namespace rlp
