@@ -45,22 +45,13 @@ class CudaOps {
 
   const ModelSpec& spec() const { return spec_; }
   const PathStyle& style() const { return style_; }
-  Cache new_cache(int capacity) const;
-
-  void embed(const int32_t* tokens, int n, Mat& h) const;
-  void add_norm(Mat& resid, const Mat* delta, int layer, NormSlot slot, Mat& out) const;
-  void residual_sum(const Mat& resid, const Mat& delta, Mat& out) const;
-  void linear(const Mat& x, int layer, Proj p, Mat& y, bool decode_step = false) const;
-  void head_norm(Mat& x, int layer, Proj which) const;
-  void rope(Mat& q, Mat& k, const int* positions) const;
-  void attention(int layer, const Mat& q, const Mat& k, const Mat& v, int pos0, Cache& cache, Mat& out) const;
+  // The ops contract (ops_contract.hpp) on the GPU.
+  RLP_FORWARD_OPS_MEMBERS
   // A decode step's rows, row r of sequence caches[r] at positions[r], in one launch; each row is
   // computed exactly as attention() computes it alone. False (nothing done) when attention runs on
   // the CPU emulator: forward_decode then calls attention() row by row.
   bool attention_rows(int layer, const Mat& q, const Mat& k, const Mat& v, const int* positions,
                       const std::vector<Cache*>& caches, Mat& out) const;
-  void silu_mul(const Mat& gate, const Mat& up, Mat& out) const;
-  void logprobs(const Mat& xn, Mat& out, bool decode_step = false) const;
 
   // Which ops of this path run on the GPU (for notes and tests).
   bool attention_on_gpu() const { return attention_gpu_; }

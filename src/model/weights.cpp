@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "rlparity/numerics/formats.hpp"
+#include "rlparity/numerics/ops.hpp"
 #include "rlparity/util/parallel.hpp"
 
 namespace rlp {
@@ -29,15 +30,11 @@ const char* proj_tensor_suffix(Proj p) {
 
 namespace {
 
-float round_act(float x, ActDtype act) {
-  return act == ActDtype::bf16 ? num::round_bf16(x) : num::round_fp16(x);
-}
-
 std::vector<float> act_values(const TensorView& t, ActDtype act) {
   std::vector<float> v(static_cast<std::size_t>(t.numel()));
   t.to_float(v.data());
   parallel_for(v.size(), 1 << 16, [&](std::size_t b, std::size_t e) {
-    for (std::size_t i = b; i < e; ++i) v[i] = round_act(v[i], act);
+    for (std::size_t i = b; i < e; ++i) v[i] = num::round_act(v[i], act);
   });
   return v;
 }

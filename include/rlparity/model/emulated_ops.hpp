@@ -32,20 +32,9 @@ class EmulatedOps {
 
   const ModelSpec& spec() const { return spec_; }
   const PathStyle& style() const { return style_; }
-  Cache new_cache(int capacity) const;
-
-  void embed(const int32_t* tokens, int n, Mat& h) const;
-  // resid += delta (if any) in the residual format, out = RMSNorm(resid) * weight (layer == spec.layers
-  // with slot final is the model's last norm).
-  void add_norm(Mat& resid, const Mat* delta, int layer, NormSlot slot, Mat& out) const;
-  void residual_sum(const Mat& resid, const Mat& delta, Mat& out) const;
-  // decode_step: the rows are one decode step (kernel selection sees the decode batch as M).
-  void linear(const Mat& x, int layer, Proj p, Mat& y, bool decode_step = false) const;
-  void head_norm(Mat& x, int layer, Proj which) const;
-  void rope(Mat& q, Mat& k, const int* positions) const;  // positions[r] of row r
-  void attention(int layer, const Mat& q, const Mat& k, const Mat& v, int pos0, Cache& cache, Mat& out) const;
-  void silu_mul(const Mat& gate, const Mat& up, Mat& out) const;
-  void logprobs(const Mat& xn, Mat& out, bool decode_step = false) const;
+  // new_cache, embed, add_norm, residual_sum, linear, head_norm, rope, attention, silu_mul,
+  // logprobs: the ops contract (ops_contract.hpp).
+  RLP_FORWARD_OPS_MEMBERS
 
   // Used by calibration: the amax observers see q/k/v after RoPE of each call.
   struct QkvObserver {

@@ -43,3 +43,19 @@ concept ForwardOps = requires(const Ops& ops, typename Ops::Mat& m, const typena
 };
 
 }  // namespace rlp
+
+// The ops of ForwardOps as member declarations, for a backend class that has Mat and Cache (each
+// backend defines them; the concept checks the result). Written here once so that an op added to
+// the contract is declared alike in every backend.
+#define RLP_FORWARD_OPS_MEMBERS                                                                         \
+  Cache new_cache(int capacity) const;                                                                  \
+  void embed(const int32_t* tokens, int n, Mat& h) const;                                               \
+  void add_norm(Mat& resid, const Mat* delta, int layer, NormSlot slot, Mat& out) const;                \
+  void residual_sum(const Mat& resid, const Mat& delta, Mat& out) const;                                \
+  void linear(const Mat& x, int layer, Proj p, Mat& y, bool decode_step = false) const;                 \
+  void head_norm(Mat& x, int layer, Proj which) const;                                                  \
+  void rope(Mat& q, Mat& k, const int* positions) const;                                                \
+  void attention(int layer, const Mat& q, const Mat& k, const Mat& v, int pos0, Cache& cache, Mat& out) \
+      const;                                                                                            \
+  void silu_mul(const Mat& gate, const Mat& up, Mat& out) const;                                        \
+  void logprobs(const Mat& xn, Mat& out, bool decode_step = false) const;
