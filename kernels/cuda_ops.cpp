@@ -31,6 +31,22 @@ void to_host(HostMat& m, const float* d) {
   if (m.size()) RLP_CUDA_CHECK(cudaMemcpy(m.data(), d, size_of(m) * sizeof(float), cudaMemcpyDeviceToHost));
 }
 
+// out = f(a, b) element by element on the device (a, b and out of one shape): uploads a and b,
+// runs `launch(d_a, d_b, d_out, n)` under the context lock, downloads out.
+template <class Launch>
+void elementwise_pair(CudaContext& ctx, const HostMat& a, const HostMat& b, HostMat& out,
+                      const Launch& launch) {
+  out.resize(a.rows(), a.cols());
+  Lock lock(ctx.mutex());
+  float* da = ctx.scratch<float>(kA, size_of(a));
+  float* db = ctx.scratch<float>(kB, size_of(b));
+  float* dout = ctx.scratch<float>(kC, size_of(a));
+  to_device(da, a);
+  to_device(db, b);
+  launch(da, db, dout, size_of(a));
+  to_host(out, dout);
+}
+
 }  // namespace
 
 CudaOps::CudaOps(std::shared_ptr<CudaContext> ctx, const ModelSpec& spec, const PreparedWeights& weights,
@@ -105,15 +121,9 @@ void CudaOps::add_norm(Mat& resid, const Mat* delta, int layer, NormSlot slot, M
 }
 
 void CudaOps::residual_sum(const Mat& resid, const Mat& delta, Mat& out) const {
-  out.resize(resid.rows(), resid.cols());
-  Lock lock(ctx_->mutex());
-  float* a = ctx_->scratch<float>(kA, size_of(resid));
-  float* b = ctx_->scratch<float>(kB, size_of(delta));
-  float* o = ctx_->scratch<float>(kC, size_of(resid));
-  to_device(a, resid);
-  to_device(b, delta);
-  kern::residual_sum(a, b, o, size_of(resid), style_.residual == ResidualDtype::fp32, act_of(style_));
-  to_host(out, o);
+  elementwise_pair(*ctx_, resid, delta, out, [&](const float* a, const float* b, float* o, std::size_t n) {
+    kern::residual_sum(a, b, o, n, style_.residual == ResidualDtype::fp32, act_of(style_));
+  });
 }
 
 // Caller holds the lock. The path's activation quantization (1x128 blocks along K, its scale
@@ -398,15 +408,9 @@ bool CudaOps::attention_rows(int layer, const Mat& q, const Mat& k, const Mat& v
 }
 
 void CudaOps::silu_mul(const Mat& gate, const Mat& up, Mat& out) const {
-  out.resize(gate.rows(), gate.cols());
-  Lock lock(ctx_->mutex());
-  float* g = ctx_->scratch<float>(kA, size_of(gate));
-  float* u = ctx_->scratch<float>(kB, size_of(up));
-  float* o = ctx_->scratch<float>(kC, size_of(gate));
-  to_device(g, gate);
-  to_device(u, up);
-  kern::silu_mul(g, u, o, size_of(gate), style_.mlp_fused, act_of(style_), ctx_->exact());
-  to_host(out, o);
+  elementwise_pair(*ctx_, gate, up, out, [&](const float* g, const float* u, float* o, std::size_t n) {
+    kern::silu_mul(g, u, o, n, style_.mlp_fused, act_of(style_), ctx_->exact());
+  });
 }
 
 void CudaOps::logprobs(const Mat& xn, Mat& out, bool decode_step) const {
