@@ -1,9 +1,11 @@
 #include "rlparity/metrics/statistics.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
+#include "rlparity/metrics/metric_catalogue.hpp"
 #include "rlparity/util/error.hpp"
 
 namespace rlp {
@@ -48,17 +50,20 @@ const std::vector<double>* find(const std::map<std::string, std::vector<double>>
   return it == m.end() ? nullptr : &it->second;
 }
 
+double distribution_value(const Distribution& d, DistributionStat s) {
+  // In the order of DistributionStat.
+  static constexpr std::array<double Distribution::*, 8> kMembers = {
+      &Distribution::mean, &Distribution::std, &Distribution::min, &Distribution::max,
+      &Distribution::p50,  &Distribution::p90, &Distribution::p99, &Distribution::p999};
+  return d.*kMembers[static_cast<std::size_t>(s)];
+}
+
+// The eight summary values of one per-token array, under the catalogue's names.
 void put_distribution(std::map<std::string, double>& out, const std::vector<double>& v,
-                      const std::string& name) {
+                      const DistributionFamily& family) {
   const Distribution d = describe(v);
-  out["mean_" + name] = d.mean;
-  out["std_" + name] = d.std;
-  out["min_" + name] = d.min;
-  out["max_" + name] = d.max;
-  out["p50_" + name] = d.p50;
-  out["p90_" + name] = d.p90;
-  out["p99_" + name] = d.p99;
-  out["p999_" + name] = d.p999;
+  for (DistributionStat s : kDistributionStats)
+    out[distribution_statistic_name(family, s)] = distribution_value(d, s);
 }
 
 }  // namespace
@@ -183,20 +188,10 @@ void finalize_recipe(RecipeResult& r, const std::vector<int64_t>& offsets, const
 
   // Summary over tokens.
   const double C = opts.is_cap;
-  put_distribution(sm, abs_lr, "abs_log_ratio");
-  if (kl_p) put_distribution(sm, *kl_p, "kl_gen_train");
-  if (const auto* v = find(r.tokens, "kl_train_gen")) put_distribution(sm, *v, "kl_train_gen");
-  {
-    const Distribution d = describe(ratio);
-    sm["ratio_mean"] = d.mean;
-    sm["ratio_std"] = d.std;
-    sm["ratio_min"] = d.min;
-    sm["ratio_max"] = d.max;
-    sm["ratio_p50"] = d.p50;
-    sm["ratio_p90"] = d.p90;
-    sm["ratio_p99"] = d.p99;
-    sm["ratio_p999"] = d.p999;
-  }
+  put_distribution(sm, abs_lr, distribution::abs_log_ratio);
+  if (kl_p) put_distribution(sm, *kl_p, distribution::kl_gen_train);
+  if (const auto* v = find(r.tokens, "kl_train_gen")) put_distribution(sm, *v, distribution::kl_train_gen);
+  put_distribution(sm, ratio, distribution::ratio);
   Sum sr, sr2;
   std::size_t clip = 0, masked = 0;
   for (std::size_t i = 0; i < n; ++i) {
