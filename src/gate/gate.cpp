@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <set>
 
@@ -96,15 +97,9 @@ double relative_worsening(Direction d, double value, double base) {
 const std::vector<std::string>& headline_statistics() { return headline_metric_names(); }
 
 const char* verdict_name(Verdict v) {
-  switch (v) {
-    case Verdict::fail:
-      return "fail";
-    case Verdict::missing:
-      return "missing";
-    case Verdict::pass:
-      break;
-  }
-  return "pass";
+  // In the order of Verdict.
+  static constexpr std::array<const char*, 3> kNames = {"pass", "fail", "missing"};
+  return kNames[static_cast<std::size_t>(v)];
 }
 
 std::size_t GateResult::violations() const {

@@ -136,17 +136,10 @@ std::vector<MetricInfo> build() {
 }  // namespace
 
 const char* metric_direction_name(MetricDirection d) {
-  switch (d) {
-    case MetricDirection::higher_is_better:
-      return "higher is better";
-    case MetricDirection::closer_to_zero:
-      return "closer to 0 is better";
-    case MetricDirection::closer_to_one:
-      return "closer to 1 is better";
-    case MetricDirection::lower_is_better:
-      break;
-  }
-  return "lower is better";
+  // In the order of MetricDirection.
+  static constexpr std::array<const char*, 4> kNames = {"lower is better", "higher is better",
+                                                        "closer to 0 is better", "closer to 1 is better"};
+  return kNames[static_cast<std::size_t>(d)];
 }
 
 const char* distribution_stat_name(DistributionStat s) {

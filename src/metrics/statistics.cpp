@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 
 #include "rlparity/metrics/metric_catalogue.hpp"
@@ -48,6 +49,12 @@ double mean_vec(const std::vector<double>& v) {
 const std::vector<double>* find(const std::map<std::string, std::vector<double>>& m, const char* key) {
   auto it = m.find(key);
   return it == m.end() ? nullptr : &it->second;
+}
+
+// Moves each array into `out` under its name (overwriting an entry of the same name).
+void move_into(std::map<std::string, std::vector<double>>& out,
+               std::initializer_list<std::pair<const char*, std::vector<double>*>> arrays) {
+  for (const auto& [name, values] : arrays) out[name] = std::move(*values);
 }
 
 double distribution_value(const Distribution& d, DistributionStat s) {
@@ -112,7 +119,8 @@ std::vector<int64_t> response_offsets(const std::vector<int64_t>& seq_offsets,
   return out;
 }
 
-void finalize_recipe(RecipeResult& r, const std::vector<int64_t>& offsets, const StatsOptions& opts) {
+void compute_recipe_statistics(RecipeResult& r, const std::vector<int64_t>& offsets,
+                               const StatsOptions& opts) {
   const std::vector<double>* lg_p = find(r.tokens, "logp_gen");
   const std::vector<double>* lt_p = find(r.tokens, "logp_train");
   RLP_CHECK(lg_p && lt_p, "recipe '{}': token metrics logp_gen and logp_train are required", r.name);
@@ -251,19 +259,19 @@ void finalize_recipe(RecipeResult& r, const std::vector<int64_t>& offsets, const
   sm["num_tokens"] = dn;
   sm["num_sequences"] = static_cast<double>(S);
 
-  r.tokens["log_ratio"] = std::move(log_ratio);
-  r.tokens["abs_log_ratio"] = std::move(abs_lr);
-  r.tokens["ratio"] = std::move(ratio);
-  r.tokens["prob_diff"] = std::move(prob_diff);
-  r.tokens["k3"] = std::move(k3);
-  r.sequences["length"] = std::move(len);
-  r.sequences["sum_log_ratio"] = std::move(sum_lr);
-  r.sequences["geo_mean_ratio"] = std::move(geo);
-  r.sequences["max_abs_log_ratio"] = std::move(max_abs);
-  r.sequences["mean_abs_log_ratio"] = std::move(mean_abs);
-  r.sequences["seq_mult_prob_error"] = std::move(smpe);
-  r.sequences["ppl_gen"] = std::move(ppl_g);
-  r.sequences["ppl_train"] = std::move(ppl_t);
+  move_into(r.tokens, {{"log_ratio", &log_ratio},
+                       {"abs_log_ratio", &abs_lr},
+                       {"ratio", &ratio},
+                       {"prob_diff", &prob_diff},
+                       {"k3", &k3}});
+  move_into(r.sequences, {{"length", &len},
+                          {"sum_log_ratio", &sum_lr},
+                          {"geo_mean_ratio", &geo},
+                          {"max_abs_log_ratio", &max_abs},
+                          {"mean_abs_log_ratio", &mean_abs},
+                          {"seq_mult_prob_error", &smpe},
+                          {"ppl_gen", &ppl_g},
+                          {"ppl_train", &ppl_t}});
   if (kl_p) r.sequences["mean_kl_gen_train"] = std::move(mkl);
 }
 

@@ -1,4 +1,4 @@
-// The metric catalogue against what reads and writes the names: finalize_recipe (the stored
+// The metric catalogue against what reads and writes the names: compute_recipe_statistics (the stored
 // attributes), the gate (accepted keys, aliases, directions), and docs/metrics.md (the generated table).
 #include "rlparity/metrics/metric_catalogue.hpp"
 
@@ -15,7 +15,7 @@ namespace {
 
 using namespace rlp;
 
-// Two sequences of two tokens; with `optional`, every optional token metric finalize_recipe reads.
+// Two sequences of two tokens; with `optional`, every optional token metric compute_recipe_statistics reads.
 std::set<std::string> summary_names(bool optional) {
   RecipeResult r;
   r.name = "synthetic";
@@ -29,7 +29,7 @@ std::set<std::string> summary_names(bool optional) {
     r.tokens["top1_agree"] = {1, 1, 0, 1};
     r.tokens["entropy_gen"] = {1.0, 2.0, 1.5, 0.5};
   }
-  finalize_recipe(r, {0, 2, 4}, StatsOptions{});
+  compute_recipe_statistics(r, {0, 2, 4}, StatsOptions{});
   std::set<std::string> names;
   for (const auto& [k, v] : r.summary) names.insert(k);
   return names;

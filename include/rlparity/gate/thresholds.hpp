@@ -35,7 +35,7 @@ struct Thresholds {
 };
 
 // Every statistic name a gate may reference: the stored names of the metric catalogue (a unit test
-// holds them equal to what finalize_recipe writes). Sorted. A gate file may also use a catalogue
+// holds them equal to what compute_recipe_statistics writes). Sorted. A gate file may also use a catalogue
 // alias (mean_ratio for ratio_mean); it is read as the stored name.
 const std::vector<std::string>& valid_statistics();
 

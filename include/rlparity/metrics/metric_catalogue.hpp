@@ -1,6 +1,6 @@
 // The one catalogue of summary statistics (the attributes of /recipes/<r>): per statistic its stored
 // name, one-line definition, which way is worse, display format, whether it is a headline, and the
-// names NeMo RL / verl / slime / prime-rl log for the same quantity. finalize_recipe writes these
+// names NeMo RL / verl / slime / prime-rl log for the same quantity. compute_recipe_statistics writes these
 // names (a unit test holds the two equal), the summary table, the gate (accepted threshold keys,
 // direction of a regression), the report headline and the table in docs/metrics.md read them.
 #pragma once
@@ -23,7 +23,8 @@ const char* metric_direction_name(MetricDirection d);  // "lower is better", "cl
 // How the replay/summary table prints a value: "{:.0f}", "{:.3e}", "{:.4f}".
 enum class MetricFormat { count, scientific, fixed4 };
 
-// The eight order and moment statistics finalize_recipe stores for a per-token array (Distribution).
+// The eight order and moment statistics compute_recipe_statistics stores for a per-token array
+// (Distribution).
 enum class DistributionStat { mean, std, min, max, p50, p90, p99, p999 };
 inline constexpr std::array<DistributionStat, 8> kDistributionStats = {
     DistributionStat::mean, DistributionStat::std, DistributionStat::min, DistributionStat::max,
@@ -65,7 +66,7 @@ struct MetricInfo {
   EngineNames engines;
 };
 
-// Every summary statistic finalize_recipe can write, in documentation order.
+// Every summary statistic compute_recipe_statistics can write, in documentation order.
 const std::vector<MetricInfo>& metric_catalogue();
 // By stored name or alias; nullptr for an unknown name.
 const MetricInfo* find_metric(std::string_view name);
