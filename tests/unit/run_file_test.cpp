@@ -65,7 +65,7 @@ RunData make_run(int S = 4, int response_scale = 1) {
                  {"kl_gen_train", kl}, {"kl_train_gen", klr}, {"top1_agree", agree}};
     rr.layers["rel_l2_gen_train"] = {1e-3, 2e-3, 3e-3, 4e-3, 5e-3};
     rr.layers["rel_l2_gen_oracle"] = {1e-4, 2e-4, 3e-4, 4e-4, 5e-4};
-    finalize_recipe(rr, response_offsets(run.seq_offsets, run.prompt_lengths), StatsOptions{});
+    compute_recipe_statistics(rr, response_offsets(run.seq_offsets, run.prompt_lengths), StatsOptions{});
     run.recipes.push_back(std::move(rr));
   }
   return run;
@@ -168,7 +168,7 @@ TEST_F(RunFileTest, EmptyResponsesAndNoEngineLogprobs) {
   r.name = "bf16";
   r.tokens["logp_gen"] = {};
   r.tokens["logp_train"] = {};
-  finalize_recipe(r, {0, 0}, StatsOptions{});
+  compute_recipe_statistics(r, {0, 0}, StatsOptions{});
   run.recipes.push_back(r);
   write_run_file(path(), run, false);
   expect_equal(run, read_run_file(path()));
