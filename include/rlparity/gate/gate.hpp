@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "rlparity/gate/thresholds.hpp"
-#include "rlparity/io/run_data.hpp"
+#include "rlparity/run/run_data.hpp"
 
 namespace rlp::gate {
 
