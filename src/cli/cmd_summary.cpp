@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "cli/commands.hpp"
-#include "rlparity/io/run_data.hpp"
+#include "rlparity/io/run_file.hpp"
 #include "rlparity/metrics/summary_table.hpp"
 #include "rlparity/util/error.hpp"
 

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "rlparity/compare/dumps.hpp"
-#include "rlparity/io/run_data.hpp"
+#include "rlparity/io/run_file.hpp"
 #include "rlparity/util/error.hpp"
 #include "unit/gate_test_util.hpp"
 

@@ -10,7 +10,7 @@
 
 #include "rlparity/gate/report_writers.hpp"
 #include "rlparity/gate/thresholds.hpp"
-#include "rlparity/io/run_data.hpp"
+#include "rlparity/io/run_file.hpp"
 #include "rlparity/util/error.hpp"
 #include "unit/gate_test_util.hpp"
 

@@ -19,7 +19,7 @@
 #include "rlparity/gate/gate.hpp"
 #include "rlparity/gate/thresholds.hpp"
 #include "rlparity/inspect/inspect.hpp"
-#include "rlparity/io/run_data.hpp"
+#include "rlparity/io/run_file.hpp"
 #include "rlparity/metrics/statistics.hpp"
 #include "rlparity/model/checkpoint_writer.hpp"
 #include "rlparity/report/svg.hpp"

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "rlparity/gate/thresholds.hpp"
-#include "rlparity/io/run_data.hpp"
 #include "rlparity/metrics/metric_catalogue.hpp"
+#include "rlparity/run/run_data.hpp"
 
 namespace rlp::gate {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "rlparity/io/run_data.hpp"
+#include "rlparity/run/run_data.hpp"
 
 namespace rlp {
 

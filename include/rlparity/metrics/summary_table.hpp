@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "rlparity/io/run_data.hpp"
+#include "rlparity/run/run_data.hpp"
 
 namespace rlp {
 
