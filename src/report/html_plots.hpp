@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "rlparity/io/run_data.hpp"
 #include "rlparity/report/report.hpp"
 #include "rlparity/report/svg.hpp"
+#include "rlparity/run/run_data.hpp"
 
 namespace rlp::report {
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "rlparity/io/run_data.hpp"
 #include "rlparity/report/svg.hpp"
+#include "rlparity/run/run_data.hpp"
 
 namespace rlp::report {
 
