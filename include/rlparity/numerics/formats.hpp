@@ -6,7 +6,7 @@
 #pragma once
 #include <cstdint>
 
-#include "rlparity/numerics/hd.hpp"
+#include "rlparity/numerics/host_device.hpp"
 
 namespace rlp::num {
 

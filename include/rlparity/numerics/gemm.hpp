@@ -27,7 +27,7 @@
 #include <cstdint>
 
 #include "rlparity/numerics/formats.hpp"
-#include "rlparity/numerics/hd.hpp"
+#include "rlparity/numerics/host_device.hpp"
 #include "rlparity/numerics/quantize.hpp"
 
 namespace rlp::num {

@@ -17,7 +17,7 @@
 #include <cstdint>
 
 #include "rlparity/numerics/formats.hpp"
-#include "rlparity/numerics/hd.hpp"
+#include "rlparity/numerics/host_device.hpp"
 
 namespace rlp::num {
 
