@@ -143,7 +143,7 @@ void widen_half16(const uint16_t* src, int n, Half16 fmt, float* dst) {
     _mm512_storeu_ps(dst + i, v);
   }
 #endif
-  for (; i < n; ++i) dst[i] = fmt == Half16::bf16 ? bf16_bits_to_float(src[i]) : fp16_bits_to_float(src[i]);
+  for (; i < n; ++i) dst[i] = half16_bits_to_float(src[i], fmt);
 }
 
 }  // namespace rlp::num
