@@ -21,20 +21,20 @@
 
 namespace rlp::num::simd {
 
-template <int Width>
+template <int Width, class T = float>
 struct ScalarLanes {
   static constexpr int W = Width;
   struct V {
-    float v[Width];
+    T v[Width];
   };
   static V zero() { return V{}; }
-  static V load(const float* p) {
+  static V load(const T* p) {
     V r;
     std::copy(p, p + W, r.v);
     return r;
   }
-  static void store(float* p, V v) { std::copy(v.v, v.v + W, p); }
-  static V set(float w) {
+  static void store(T* p, V v) { std::copy(v.v, v.v + W, p); }
+  static V set(T w) {
     V r;
     std::fill(r.v, r.v + W, w);
     return r;
@@ -51,87 +51,65 @@ struct ScalarLanes {
     for (int i = 0; i < W; ++i) c.v[i] = std::fma(a.v[i], b.v[i], c.v[i]);
     return c;
   }
-  static V fma(float a, V b, V c) {
+  static V fma(T a, V b, V c) {
     for (int i = 0; i < W; ++i) c.v[i] = std::fma(a, b.v[i], c.v[i]);
     return c;
   }
+  static V mul_add(V s, T x, V w) {  // s + x * w, two roundings
+    for (int i = 0; i < W; ++i) s.v[i] = s.v[i] + x * w.v[i];
+    return s;
+  }
 };
 
+// One x86 width: P is the intrinsics' prefix (_mm256, _mm512), the same operations at each.
+#define RLP_X86_FLOAT_LANES(Name, Width, Vec, P)                                   \
+  struct Name {                                                                    \
+    static constexpr int W = Width;                                                \
+    using V = Vec;                                                                 \
+    static V zero() { return P##_setzero_ps(); }                                   \
+    static V load(const float* p) { return P##_loadu_ps(p); }                      \
+    static void store(float* p, V v) { P##_storeu_ps(p, v); }                      \
+    static V set(float w) { return P##_set1_ps(w); }                               \
+    static V add(V a, V b) { return P##_add_ps(a, b); }                            \
+    static V mul(V a, V b) { return P##_mul_ps(a, b); }                            \
+    static V fma(V a, V b, V c) { return P##_fmadd_ps(a, b, c); }                  \
+    static V fma(float a, V b, V c) { return P##_fmadd_ps(P##_set1_ps(a), b, c); } \
+  }
+
 #if defined(__AVX2__) && defined(__FMA__)
-struct Lanes8 {
-  static constexpr int W = 8;
-  using V = __m256;
-  static V zero() { return _mm256_setzero_ps(); }
-  static V load(const float* p) { return _mm256_loadu_ps(p); }
-  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
-  static V set(float w) { return _mm256_set1_ps(w); }
-  static V add(V a, V b) { return _mm256_add_ps(a, b); }
-  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
-  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
-  static V fma(float a, V b, V c) { return _mm256_fmadd_ps(_mm256_set1_ps(a), b, c); }
-};
+RLP_X86_FLOAT_LANES(Lanes8, 8, __m256, _mm256);
 #else
 using Lanes8 = ScalarLanes<8>;
 #endif
 
 #if defined(__AVX512F__)
-struct Lanes16 {
-  static constexpr int W = 16;
-  using V = __m512;
-  static V zero() { return _mm512_setzero_ps(); }
-  static V load(const float* p) { return _mm512_loadu_ps(p); }
-  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
-  static V set(float w) { return _mm512_set1_ps(w); }
-  static V add(V a, V b) { return _mm512_add_ps(a, b); }
-  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
-  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
-  static V fma(float a, V b, V c) { return _mm512_fmadd_ps(_mm512_set1_ps(a), b, c); }
-};
+RLP_X86_FLOAT_LANES(Lanes16, 16, __m512, _mm512);
 using NativeLanes = Lanes16;
 #elif defined(__AVX2__) && defined(__FMA__)
 using NativeLanes = Lanes8;
 #else
 using NativeLanes = ScalarLanes<1>;
 #endif
+#undef RLP_X86_FLOAT_LANES
 
 // float64: mul_add(s, x, w) = s + x * w, rounded twice (the oracle's order; -ffp-contract=off keeps
 // the scalar form unfused too).
+#define RLP_X86_DOUBLE_LANES(Width, Vec, P)                                                       \
+  struct DoubleLanes {                                                                            \
+    static constexpr int W = Width;                                                               \
+    using V = Vec;                                                                                \
+    static V zero() { return P##_setzero_pd(); }                                                  \
+    static V load(const double* p) { return P##_loadu_pd(p); }                                    \
+    static void store(double* p, V v) { P##_storeu_pd(p, v); }                                    \
+    static V mul_add(V s, double x, V w) { return P##_add_pd(s, P##_mul_pd(P##_set1_pd(x), w)); } \
+  }
 #if defined(__AVX512F__)
-struct DoubleLanes {
-  static constexpr int W = 8;
-  using V = __m512d;
-  static V zero() { return _mm512_setzero_pd(); }
-  static V load(const double* p) { return _mm512_loadu_pd(p); }
-  static void store(double* p, V v) { _mm512_storeu_pd(p, v); }
-  static V mul_add(V s, double x, V w) { return _mm512_add_pd(s, _mm512_mul_pd(_mm512_set1_pd(x), w)); }
-};
+RLP_X86_DOUBLE_LANES(8, __m512d, _mm512);
 #elif defined(__AVX2__)
-struct DoubleLanes {
-  static constexpr int W = 4;
-  using V = __m256d;
-  static V zero() { return _mm256_setzero_pd(); }
-  static V load(const double* p) { return _mm256_loadu_pd(p); }
-  static void store(double* p, V v) { _mm256_storeu_pd(p, v); }
-  static V mul_add(V s, double x, V w) { return _mm256_add_pd(s, _mm256_mul_pd(_mm256_set1_pd(x), w)); }
-};
+RLP_X86_DOUBLE_LANES(4, __m256d, _mm256);
 #else
-struct DoubleLanes {
-  static constexpr int W = 4;
-  struct V {
-    double v[W];
-  };
-  static V zero() { return V{}; }
-  static V load(const double* p) {
-    V r;
-    std::copy(p, p + W, r.v);
-    return r;
-  }
-  static void store(double* p, V v) { std::copy(v.v, v.v + W, p); }
-  static V mul_add(V s, double x, V w) {
-    for (int i = 0; i < W; ++i) s.v[i] = s.v[i] + x * w.v[i];
-    return s;
-  }
-};
+using DoubleLanes = ScalarLanes<4, double>;
 #endif
+#undef RLP_X86_DOUBLE_LANES
 
 }  // namespace rlp::num::simd
