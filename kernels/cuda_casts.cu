@@ -46,17 +46,9 @@ __global__ void quantize_blocks_kernel(const float* x, int rows, int cols, int b
   atomicOr(&s_nan, nan);
   __syncthreads();
   if (threadIdx.x == 0) {
-    unsigned int bits = s_amax_bits, n = s_nan;
-    // NeMo RL's refit pads partial blocks with the tensor's last element.
     const bool partial = (r1 - r0) < block_rows || w < block_cols;
-    if (opt.convention == num::ScaleConvention::nemo_refit && partial) {
-      const unsigned int a = num::f32_bits(x[static_cast<std::size_t>(rows) * cols - 1]) & 0x7FFFFFFFu;
-      if (a > 0x7F800000u)
-        n = 1u;
-      else
-        bits = a > bits ? a : bits;
-    }
-    const float amax = num::finish_amax(num::bits_f32(bits), n != 0u, opt.convention);
+    const float last = x[static_cast<std::size_t>(rows) * cols - 1];
+    const float amax = num::block_amax(s_amax_bits, s_nan != 0u, partial, last, opt.convention);
     s_scale = num::compute_block_scale(amax, opt);
     scale_inv[static_cast<std::size_t>(br) * gridDim.x + bc] = s_scale.scale_inv;
   }

@@ -124,8 +124,8 @@ struct Fp8GemmShape {
 };
 void gemm_exact_fp8(const uint8_t* Xc, const float* Xs, const uint8_t* Wc, const float* Ws,
                     const Fp8GemmShape& s, const num::GemmConfig& cfg, float* Y);
-// VEC128_32F scale layout from the quantizer's [rows][kb] scale_inv: out[b * ldm + m] for m < rows,
-// 1.0 for the padding rows m in [rows, ldm).
+// VEC128_32F scale layout from the quantizer's [rows][kb] scale_inv (num::vec128_scale_entry:
+// out[b * ldm + m] for m < rows, 0 for the padding rows m in [rows, ldm)).
 void scales_to_vec128(const float* scale_inv, int rows, int kb, int ldm, float* out);
 
 }  // namespace rlp::cuda::kern

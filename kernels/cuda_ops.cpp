@@ -169,7 +169,7 @@ bool CudaOps::gemm(const Mat& x, const CudaLinear& lin, const PreparedLinear& ho
     return false;
   }
   // Activations quantized on the device by the shared-numerics kernel (1x128 along K), then the
-  // scales laid out for VEC128_32F; rows padded to a multiple of 16 with zero codes (scale 1).
+  // scales laid out for VEC128_32F; rows padded to a multiple of 16 with zero codes (scale 0).
   const int Mp = (M + 15) / 16 * 16, kb = (K + 127) / 128;
   float* d_x = ctx_->scratch<float>(kA, size_of(x));
   to_device(d_x, x);

@@ -9,7 +9,7 @@
 #include <cmath>
 
 #include "rlparity/numerics/formats.hpp"
-#include "rlparity/numerics/hd.hpp"
+#include "rlparity/numerics/host_device.hpp"
 
 namespace rlp::num {
 
