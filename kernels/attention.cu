@@ -101,7 +101,7 @@ __global__ void attention_kernel(const float* q, const float* K, const float* V,
       for (int j = b0 + static_cast<int>(threadIdx.x); j <= b1; j += blockDim.x) {
         const float pj = exp2_f(fmaf(s[j - b0], c, -sh_mscaled), p.exact);
         s[j - b0] = pj;
-        pr[j - b0] = !p.p_round ? pj : (p.fp8 ? num::round_e4m3_sat(pj) : round_act(pj, p.act));
+        pr[j - b0] = !p.p_round ? pj : (p.fp8 ? num::round_e4m3_sat(pj) : num::round_act(pj, p.act));
       }
       __syncthreads();
       if (threadIdx.x == 0) {
@@ -122,7 +122,7 @@ __global__ void attention_kernel(const float* q, const float* K, const float* V,
     if (nparts == 1) {
       const float inv = 1.0f / st_l;
       for (int d = static_cast<int>(threadIdx.x); d < hd; d += blockDim.x)
-        o[d] = round_act(acc[d] * inv * p.v_scale, p.act);
+        o[d] = num::round_act(acc[d] * inv * p.v_scale, p.act);
       return;
     }
     float* slot = my_scratch + static_cast<std::size_t>(pi) * (hd + 2);
@@ -155,7 +155,7 @@ __global__ void attention_kernel(const float* q, const float* K, const float* V,
       const float* slot = my_scratch + static_cast<std::size_t>(i) * (hd + 2);
       a = fmaf(exp2_f(slot[0] - lse_all, p.exact), slot[2 + d] / slot[1], a);
     }
-    o[d] = round_act(a * p.v_scale, p.act);
+    o[d] = num::round_act(a * p.v_scale, p.act);
   }
 }
 

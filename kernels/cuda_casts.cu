@@ -1,5 +1,6 @@
 #include "cuda_casts.hpp"
 #include "cuda_check.hpp"
+#include "device_buffer.hpp"
 
 namespace rlp::cuda {
 namespace {
@@ -45,17 +46,9 @@ __global__ void quantize_blocks_kernel(const float* x, int rows, int cols, int b
   atomicOr(&s_nan, nan);
   __syncthreads();
   if (threadIdx.x == 0) {
-    unsigned int bits = s_amax_bits, n = s_nan;
-    // NeMo RL's refit pads partial blocks with the tensor's last element.
     const bool partial = (r1 - r0) < block_rows || w < block_cols;
-    if (opt.convention == num::ScaleConvention::nemo_refit && partial) {
-      const unsigned int a = num::f32_bits(x[static_cast<std::size_t>(rows) * cols - 1]) & 0x7FFFFFFFu;
-      if (a > 0x7F800000u)
-        n = 1u;
-      else
-        bits = a > bits ? a : bits;
-    }
-    const float amax = num::finish_amax(num::bits_f32(bits), n != 0u, opt.convention);
+    const float last = x[static_cast<std::size_t>(rows) * cols - 1];
+    const float amax = num::block_amax(s_amax_bits, s_nan != 0u, partial, last, opt.convention);
     s_scale = num::compute_block_scale(amax, opt);
     scale_inv[static_cast<std::size_t>(br) * gridDim.x + bc] = s_scale.scale_inv;
   }
@@ -67,15 +60,6 @@ __global__ void quantize_blocks_kernel(const float* x, int rows, int cols, int b
     codes[off] = num::quantize_with(x[off], s, opt);
   }
 }
-
-template <class T>
-struct DeviceBuffer {
-  T* ptr = nullptr;
-  explicit DeviceBuffer(std::size_t n) { RLP_CUDA_CHECK(cudaMalloc(&ptr, n * sizeof(T) + 1)); }
-  ~DeviceBuffer() { cudaFree(ptr); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-};
 
 unsigned grid_for(std::size_t n) { return static_cast<unsigned>((n + 255) / 256); }
 
@@ -95,20 +79,20 @@ void cast_to_fp8(const float* in, uint8_t* out, std::size_t n, num::Fp8Kind kind
   if (n == 0) return;
   DeviceBuffer<float> din(n);
   DeviceBuffer<uint8_t> dout(n);
-  RLP_CUDA_CHECK(cudaMemcpy(din.ptr, in, n * sizeof(float), cudaMemcpyHostToDevice));
-  fp8_kernel<<<grid_for(n), 256>>>(din.ptr, dout.ptr, n, kind, sat);
+  RLP_CUDA_CHECK(cudaMemcpy(din.get(), in, n * sizeof(float), cudaMemcpyHostToDevice));
+  fp8_kernel<<<grid_for(n), 256>>>(din.get(), dout.get(), n, kind, sat);
   RLP_CUDA_CHECK(cudaGetLastError());
-  RLP_CUDA_CHECK(cudaMemcpy(out, dout.ptr, n, cudaMemcpyDeviceToHost));
+  RLP_CUDA_CHECK(cudaMemcpy(out, dout.get(), n, cudaMemcpyDeviceToHost));
 }
 
 void cast_to_bf16(const float* in, uint16_t* out, std::size_t n) {
   if (n == 0) return;
   DeviceBuffer<float> din(n);
   DeviceBuffer<uint16_t> dout(n);
-  RLP_CUDA_CHECK(cudaMemcpy(din.ptr, in, n * sizeof(float), cudaMemcpyHostToDevice));
-  bf16_kernel<<<grid_for(n), 256>>>(din.ptr, dout.ptr, n);
+  RLP_CUDA_CHECK(cudaMemcpy(din.get(), in, n * sizeof(float), cudaMemcpyHostToDevice));
+  bf16_kernel<<<grid_for(n), 256>>>(din.get(), dout.get(), n);
   RLP_CUDA_CHECK(cudaGetLastError());
-  RLP_CUDA_CHECK(cudaMemcpy(out, dout.ptr, n * sizeof(uint16_t), cudaMemcpyDeviceToHost));
+  RLP_CUDA_CHECK(cudaMemcpy(out, dout.get(), n * sizeof(uint16_t), cudaMemcpyDeviceToHost));
 }
 
 num::Fp8Tensor quantize_blocks(const float* x, int rows, int cols, int block_rows, int block_cols,
@@ -128,11 +112,11 @@ num::Fp8Tensor quantize_blocks(const float* x, int rows, int cols, int block_row
   DeviceBuffer<float> din(n);
   DeviceBuffer<uint8_t> dcodes(n);
   DeviceBuffer<float> dscale(t.scale_inv.size());
-  RLP_CUDA_CHECK(cudaMemcpy(din.ptr, x, n * sizeof(float), cudaMemcpyHostToDevice));
-  quantize_blocks_device(din.ptr, rows, cols, block_rows, block_cols, opt, dcodes.ptr, dscale.ptr);
-  RLP_CUDA_CHECK(cudaMemcpy(t.codes.data(), dcodes.ptr, n, cudaMemcpyDeviceToHost));
-  RLP_CUDA_CHECK(
-      cudaMemcpy(t.scale_inv.data(), dscale.ptr, t.scale_inv.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  RLP_CUDA_CHECK(cudaMemcpy(din.get(), x, n * sizeof(float), cudaMemcpyHostToDevice));
+  quantize_blocks_device(din.get(), rows, cols, block_rows, block_cols, opt, dcodes.get(), dscale.get());
+  RLP_CUDA_CHECK(cudaMemcpy(t.codes.data(), dcodes.get(), n, cudaMemcpyDeviceToHost));
+  RLP_CUDA_CHECK(cudaMemcpy(t.scale_inv.data(), dscale.get(), t.scale_inv.size() * sizeof(float),
+                            cudaMemcpyDeviceToHost));
   return t;
 }
 

@@ -1,6 +1,6 @@
 // Host launchers of the CUDA kernels of the model ops, over device pointers, on the default stream.
-// Each kernel mirrors the rounding points of the matching op in src/model/emulated_ops.cpp and
-// rounds through the shared numerics (include/rlparity/numerics, RLP_HD); the .cu files are
+// Each kernel file kernels/<op>.cu mirrors the CPU op src/model/ops/<op>.cpp, and both call the
+// element-level rules of include/rlparity/numerics/ops.hpp (RLP_HD); the .cu files are
 // compiled with --fmad=false so that, as on the host (-ffp-contract=off), only explicit fmaf
 // calls fuse. What legitimately differs from the emulator (reduction order of block reductions,
 // rsqrtf, expf/exp2f/log2f/logf device implementations) is stated per kernel.
@@ -90,7 +90,7 @@ void attention(const float* q, const float* K, const float* V, float* out, const
                float* scratch);
 std::size_t attention_scratch_floats(const AttentionParams& p);
 
-// ---- log-softmax and the full-vocabulary KL reduction (softmax.cu) -----------------------------
+// ---- log-softmax and the full-vocabulary KL reduction (logprobs.cu) ----------------------------
 // In place per row of x [rows x cols]: x - (max + logf(sum expf(x - max))), fp32. One block per
 // row: the max is exact, the sum is a block tree reduction (the emulator sums sequentially).
 // exact: the emulator's order instead (sequential max and sum along the row) and its expf/logf
@@ -98,7 +98,8 @@ std::size_t attention_scratch_floats(const AttentionParams& p);
 void log_softmax(float* x, int rows, int cols, bool exact = false);
 // Per row of the log-prob matrices lg, lt [rows x vocab]: KL(g||t), KL(t||g), H(g), JS in double
 // (exp/log of double), written to out[row * 4 + {0,1,2,3}]; block tree reduction over the vocab.
-// The same terms as rlp::full_vocab_stats (token_metrics.cpp), in another summation order.
+// The same terms as rlp::full_vocab_stats (token_metrics.cpp; num::FullVocabSums), in another
+// summation order.
 void full_vocab_kl(const float* lg, const float* lt, int rows, int vocab, double* out);
 
 // ---- GEMM helpers (gemm_epilogue.cu) -----------------------------------------------------------
@@ -123,8 +124,8 @@ struct Fp8GemmShape {
 };
 void gemm_exact_fp8(const uint8_t* Xc, const float* Xs, const uint8_t* Wc, const float* Ws,
                     const Fp8GemmShape& s, const num::GemmConfig& cfg, float* Y);
-// VEC128_32F scale layout from the quantizer's [rows][kb] scale_inv: out[b * ldm + m] for m < rows,
-// 1.0 for the padding rows m in [rows, ldm).
+// VEC128_32F scale layout from the quantizer's [rows][kb] scale_inv (num::vec128_scale_entry:
+// out[b * ldm + m] for m < rows, 0 for the padding rows m in [rows, ldm)).
 void scales_to_vec128(const float* scale_inv, int rows, int kb, int ldm, float* out);
 
 }  // namespace rlp::cuda::kern

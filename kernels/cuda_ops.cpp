@@ -4,12 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numbers>
 
 #include "cuda_casts.hpp"
 #include "cuda_kernels.hpp"
 #include "rlparity/model/rope.hpp"
 #include "rlparity/numerics/formats.hpp"
+#include "rlparity/numerics/ops.hpp"
 
 namespace rlp::cuda {
 namespace {
@@ -22,13 +22,29 @@ static_assert(kSlotCount <= CudaContext::kSlots);
 
 kern::Act act_of(const PathStyle& s) { return s.act == ActDtype::fp16 ? kern::Act::fp16 : kern::Act::bf16; }
 
-std::size_t size_of(const EmulatedOps::Mat& m) { return static_cast<std::size_t>(m.size()); }
+std::size_t size_of(const HostMat& m) { return static_cast<std::size_t>(m.size()); }
 
-void to_device(float* d, const EmulatedOps::Mat& m) {
+void to_device(float* d, const HostMat& m) {
   if (m.size()) RLP_CUDA_CHECK(cudaMemcpy(d, m.data(), size_of(m) * sizeof(float), cudaMemcpyHostToDevice));
 }
-void to_host(EmulatedOps::Mat& m, const float* d) {
+void to_host(HostMat& m, const float* d) {
   if (m.size()) RLP_CUDA_CHECK(cudaMemcpy(m.data(), d, size_of(m) * sizeof(float), cudaMemcpyDeviceToHost));
+}
+
+// out = f(a, b) element by element on the device (a, b and out of one shape): uploads a and b,
+// runs `launch(d_a, d_b, d_out, n)` under the context lock, downloads out.
+template <class Launch>
+void elementwise_pair(CudaContext& ctx, const HostMat& a, const HostMat& b, HostMat& out,
+                      const Launch& launch) {
+  out.resize(a.rows(), a.cols());
+  Lock lock(ctx.mutex());
+  float* da = ctx.scratch<float>(kA, size_of(a));
+  float* db = ctx.scratch<float>(kB, size_of(b));
+  float* dout = ctx.scratch<float>(kC, size_of(a));
+  to_device(da, a);
+  to_device(db, b);
+  launch(da, db, dout, size_of(a));
+  to_host(out, dout);
 }
 
 }  // namespace
@@ -105,15 +121,9 @@ void CudaOps::add_norm(Mat& resid, const Mat* delta, int layer, NormSlot slot, M
 }
 
 void CudaOps::residual_sum(const Mat& resid, const Mat& delta, Mat& out) const {
-  out.resize(resid.rows(), resid.cols());
-  Lock lock(ctx_->mutex());
-  float* a = ctx_->scratch<float>(kA, size_of(resid));
-  float* b = ctx_->scratch<float>(kB, size_of(delta));
-  float* o = ctx_->scratch<float>(kC, size_of(resid));
-  to_device(a, resid);
-  to_device(b, delta);
-  kern::residual_sum(a, b, o, size_of(resid), style_.residual == ResidualDtype::fp32, act_of(style_));
-  to_host(out, o);
+  elementwise_pair(*ctx_, resid, delta, out, [&](const float* a, const float* b, float* o, std::size_t n) {
+    kern::residual_sum(a, b, o, n, style_.residual == ResidualDtype::fp32, act_of(style_));
+  });
 }
 
 // Caller holds the lock. The path's activation quantization (1x128 blocks along K, its scale
@@ -159,7 +169,7 @@ bool CudaOps::gemm(const Mat& x, const CudaLinear& lin, const PreparedLinear& ho
     return false;
   }
   // Activations quantized on the device by the shared-numerics kernel (1x128 along K), then the
-  // scales laid out for VEC128_32F; rows padded to a multiple of 16 with zero codes (scale 1).
+  // scales laid out for VEC128_32F; rows padded to a multiple of 16 with zero codes (scale 0).
   const int Mp = (M + 15) / 16 * 16, kb = (K + 127) / 128;
   float* d_x = ctx_->scratch<float>(kA, size_of(x));
   to_device(d_x, x);
@@ -259,7 +269,7 @@ void CudaOps::rope(Mat& q, Mat& k, const int* positions) const {
 
 CudaOps::Cache CudaOps::new_cache(int capacity) const {
   Cache c;
-  static_cast<EmulatedOps::Cache&>(c) = emu_.new_cache(capacity);
+  static_cast<KvCache&>(c) = emu_.new_cache(capacity);
   if (attention_gpu_) {
     c.dev = std::make_shared<DeviceKv>();
     c.dev->k.resize(static_cast<std::size_t>(spec_.layers));
@@ -287,8 +297,7 @@ kern::AttentionParams CudaOps::attention_params(int layer, int n, int pos0, floa
   p.q_scale = fp8 ? kv_scales_.q[li] : 1.0f;
   p.v_scale = fp8 ? kv_scales_.v[li] : 1.0f;
   k_scale = fp8 ? kv_scales_.k[li] : 1.0f;
-  const float softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(p.hd)));
-  p.c_log2 = softmax_scale * (fp8 ? p.q_scale * k_scale : 1.0f) * std::numbers::log2e_v<float>;
+  p.c_log2 = num::attention_exp2_scale(p.hd, fp8 ? p.q_scale * k_scale : 1.0f);
   p.act = act_of(style_);
   p.exact = ctx_->exact();
   return p;
@@ -399,15 +408,9 @@ bool CudaOps::attention_rows(int layer, const Mat& q, const Mat& k, const Mat& v
 }
 
 void CudaOps::silu_mul(const Mat& gate, const Mat& up, Mat& out) const {
-  out.resize(gate.rows(), gate.cols());
-  Lock lock(ctx_->mutex());
-  float* g = ctx_->scratch<float>(kA, size_of(gate));
-  float* u = ctx_->scratch<float>(kB, size_of(up));
-  float* o = ctx_->scratch<float>(kC, size_of(gate));
-  to_device(g, gate);
-  to_device(u, up);
-  kern::silu_mul(g, u, o, size_of(gate), style_.mlp_fused, act_of(style_), ctx_->exact());
-  to_host(out, o);
+  elementwise_pair(*ctx_, gate, up, out, [&](const float* g, const float* u, float* o, std::size_t n) {
+    kern::silu_mul(g, u, o, n, style_.mlp_fused, act_of(style_), ctx_->exact());
+  });
 }
 
 void CudaOps::logprobs(const Mat& xn, Mat& out, bool decode_step) const {

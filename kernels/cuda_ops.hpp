@@ -1,5 +1,5 @@
-// The ops interface of include/rlparity/model/forward.hpp on the GPU: the same Mat (host Eigen
-// row-major float) as EmulatedOps and a Cache that extends its host KV cache with a device copy,
+// The ops contract of include/rlparity/model/forward.hpp (ForwardOps) on the GPU: the same Mat
+// (HostMat) as EmulatedOps and a Cache that extends the host KvCache with a device copy,
 // so the forward templates and replay's run_path_group run it unchanged. Weights are uploaded once
 // (CudaWeights); each op uploads its input rows, computes on the GPU and downloads its result (the
 // KV cache stays on the device). That round trip costs speed, and buys one forward shared by every
@@ -22,19 +22,21 @@
 #include "cuda_kernels.hpp"
 #include "cuda_weights.hpp"
 #include "rlparity/model/emulated_ops.hpp"
+#include "rlparity/model/host_tensors.hpp"
+#include "rlparity/model/ops_contract.hpp"
 
 namespace rlp::cuda {
 
 class CudaOps {
  public:
-  using Mat = EmulatedOps::Mat;
-  // The host cache (the emulator's, which the fallback attention uses) plus the device copy of
-  // every layer's K and V that the GPU attention reads and appends to, so that a decode step
-  // uploads nothing but its new rows' q, k, v.
+  using Mat = HostMat;
+  // The host cache (which the emulator's fallback attention uses) plus the device copy of every
+  // layer's K and V that the GPU attention reads and appends to, so that a decode step uploads
+  // nothing but its new rows' q, k, v.
   struct DeviceKv {
     std::vector<DeviceBuffer<float>> k, v;  // per layer [capacity x kv_heads*head_dim]
   };
-  struct Cache : EmulatedOps::Cache {
+  struct Cache : KvCache {
     std::shared_ptr<DeviceKv> dev;  // null when attention runs on the CPU emulator
   };
 
@@ -43,22 +45,13 @@ class CudaOps {
 
   const ModelSpec& spec() const { return spec_; }
   const PathStyle& style() const { return style_; }
-  Cache new_cache(int capacity) const;
-
-  void embed(const int32_t* tokens, int n, Mat& h) const;
-  void add_norm(Mat& resid, const Mat* delta, int layer, NormSlot slot, Mat& out) const;
-  void residual_sum(const Mat& resid, const Mat& delta, Mat& out) const;
-  void linear(const Mat& x, int layer, Proj p, Mat& y, bool decode_step = false) const;
-  void head_norm(Mat& x, int layer, Proj which) const;
-  void rope(Mat& q, Mat& k, const int* positions) const;
-  void attention(int layer, const Mat& q, const Mat& k, const Mat& v, int pos0, Cache& cache, Mat& out) const;
+  // The ops contract (ops_contract.hpp) on the GPU.
+  RLP_FORWARD_OPS_MEMBERS
   // A decode step's rows, row r of sequence caches[r] at positions[r], in one launch; each row is
   // computed exactly as attention() computes it alone. False (nothing done) when attention runs on
   // the CPU emulator: forward_decode then calls attention() row by row.
   bool attention_rows(int layer, const Mat& q, const Mat& k, const Mat& v, const int* positions,
                       const std::vector<Cache*>& caches, Mat& out) const;
-  void silu_mul(const Mat& gate, const Mat& up, Mat& out) const;
-  void logprobs(const Mat& xn, Mat& out, bool decode_step = false) const;
 
   // Which ops of this path run on the GPU (for notes and tests).
   bool attention_on_gpu() const { return attention_gpu_; }
@@ -86,5 +79,6 @@ class CudaOps {
   bool attention_gpu_ = true;
   mutable std::vector<uint16_t> bits_;  // host staging (under the context mutex)
 };
+static_assert(ForwardOps<CudaOps>);
 
 }  // namespace rlp::cuda

@@ -1,5 +1,5 @@
-// Device helpers shared by the kernels: act-dtype rounding through the shared numerics, block
-// reductions, launch checks.
+// Device helpers shared by the kernels: the element-level rules of the ops (numerics/ops.hpp, shared
+// with the CPU ops), block reductions, launch checks.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -7,12 +7,9 @@
 #include "cuda_kernels.hpp"
 #include "rlparity/numerics/formats.hpp"
 #include "rlparity/numerics/libm_model.hpp"
+#include "rlparity/numerics/ops.hpp"
 
 namespace rlp::cuda::kern {
-
-__device__ __forceinline__ float round_act(float x, Act a) {
-  return a == Act::fp16 ? num::round_fp16(x) : num::round_bf16(x);
-}
 
 // Sum over the block of one value per thread (tree in shared memory; blockDim.x a power of two
 // <= 1024). Every thread gets the result.

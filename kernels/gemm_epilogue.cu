@@ -2,6 +2,7 @@
 // the VEC128_32F layout of activation scales.
 #include "device_common.cuh"
 #include "rlparity/numerics/gemm.hpp"
+#include "rlparity/numerics/quantize.hpp"
 
 namespace rlp::cuda::kern {
 namespace {
@@ -31,9 +32,7 @@ __global__ void vec128_kernel(const float* s, int rows, int kb, int ldm, float* 
   const std::size_t n = static_cast<std::size_t>(kb) * static_cast<std::size_t>(ldm);
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
-  const int b = static_cast<int>(i / static_cast<std::size_t>(ldm)),
-            m = static_cast<int>(i % static_cast<std::size_t>(ldm));
-  out[i] = m < rows ? s[static_cast<std::size_t>(m) * static_cast<std::size_t>(kb) + b] : 1.0f;
+  out[i] = num::vec128_scale_entry(s, rows, kb, ldm, i);
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// RMSNorm kernels: fused add+norm (vLLM), unfused (TE), per-head norm, residual sum.
+// RMSNorm kernels: fused add+norm (vLLM), unfused (TE), per-head norm, residual sum; the mirror of
+// src/model/ops/norm.cpp (element rules: num::rms_norm_out, num::residual_store).
 #include "device_common.cuh"
 
 namespace rlp::cuda::kern {
@@ -19,7 +20,7 @@ __global__ void add_rms_norm_kernel(float* resid, const float* delta, const floa
   const RowWalk walk = row_walk(n, exact);
   for (int i = walk.first; i < n; i += walk.step) {
     const float z = delta ? res[i] + delta[base + i] : res[i];
-    const float stored = resid_fp32 ? z : round_act(z, act);
+    const float stored = num::residual_store(z, resid_fp32, act);
     res[i] = stored;
     // vLLM's fused kernel takes the variance from the fp32 sum; an unfused norm sees the stored one.
     const float v = fused ? z : stored;
@@ -29,8 +30,7 @@ __global__ void add_rms_norm_kernel(float* resid, const float* delta, const floa
   const float var = sum / static_cast<float>(n);
   const float r = inv_sqrt(var + eps, exact);
   for (int i = static_cast<int>(threadIdx.x); i < n; i += blockDim.x) {
-    const float x = res[i];
-    out[base + i] = fused ? round_act(round_act(x * r, act) * w[i], act) : round_act((x * r) * w[i], act);
+    out[base + i] = num::rms_norm_out(res[i], r, w[i], fused, act);
   }
 }
 
@@ -47,8 +47,7 @@ __global__ void head_rms_norm_kernel(float* x, const float* w, int cols, int hd,
   sum = row_sum(sum, exact, red);
   const float r = inv_sqrt(sum / static_cast<float>(hd) + eps, exact);
   for (int i = static_cast<int>(threadIdx.x); i < hd; i += blockDim.x) {
-    const float v = seg[i];
-    seg[i] = fused ? round_act(round_act(v * r, act) * w[i], act) : round_act((v * r) * w[i], act);
+    seg[i] = num::rms_norm_out(seg[i], r, w[i], fused, act);
   }
 }
 
@@ -57,7 +56,7 @@ __global__ void residual_sum_kernel(const float* a, const float* b, float* out, 
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i < n) {
     const float z = a[i] + b[i];
-    out[i] = resid_fp32 ? z : round_act(z, act);
+    out[i] = num::residual_store(z, resid_fp32, act);
   }
 }
 

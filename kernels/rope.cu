@@ -1,4 +1,5 @@
-// RoPE: vLLM's rotary kernel (table and products in the act dtype) or TE's fused RoPE (fp32).
+// RoPE: vLLM's rotary kernel (table and products in the act dtype) or TE's fused RoPE (fp32); the
+// mirror of src/model/ops/rope.cpp (element rules: num::rope_entry, num::rope_rotate).
 #include "device_common.cuh"
 
 namespace rlp::cuda::kern {
@@ -14,24 +15,12 @@ __global__ void rope_kernel(float* m, int cols, const int* positions, int rows, 
   const int i = static_cast<int>(t % static_cast<std::size_t>(half));
   const int h = static_cast<int>((t / static_cast<std::size_t>(half)) % static_cast<std::size_t>(heads));
   const int r = static_cast<int>(t / (static_cast<std::size_t>(half) * static_cast<std::size_t>(heads)));
-  // The table as the emulator builds it: fp32 angle, cos/sin in double, rounded to float.
-  const float angle = static_cast<float>(positions[r]) * inv_freq[i];
-  float c = static_cast<float>(cos(static_cast<double>(angle)));
-  float s = static_cast<float>(sin(static_cast<double>(angle)));
-  if (table_rounded) {
-    c = round_act(c, act);
-    s = round_act(s, act);
-  }
+  // The table as the emulator builds it: fp32 angle, cos/sin in double (the device's), rounded to
+  // float.
+  const num::RopeEntry e = num::rope_entry(static_cast<float>(positions[r]), inv_freq[i], table_rounded, act);
   float* x =
       m + static_cast<std::size_t>(r) * static_cast<std::size_t>(cols) + static_cast<std::size_t>(h) * hd;
-  const float a = x[i], b = x[i + half];
-  if (table_rounded) {
-    x[i] = round_act(round_act(a * c, act) - round_act(b * s, act), act);
-    x[i + half] = round_act(round_act(b * c, act) + round_act(a * s, act), act);
-  } else {
-    x[i] = round_act(a * c - b * s, act);
-    x[i + half] = round_act(b * c + a * s, act);
-  }
+  num::rope_rotate(x[i], x[i + half], e, table_rounded, act);
 }
 
 void launch(float* m, int cols, const int* positions, int rows, const float* inv_freq, int hd,

@@ -1,4 +1,5 @@
-// SiLU-gated MLP: vLLM's silu_and_mul (fp32, one rounding) or HF/Megatron (silu rounded first).
+// SiLU-gated MLP: vLLM's silu_and_mul (fp32, one rounding) or HF/Megatron (silu rounded first); the
+// mirror of src/model/ops/silu.cpp (element rule: num::silu_gate).
 #include "device_common.cuh"
 
 namespace rlp::cuda::kern {
@@ -8,9 +9,8 @@ __global__ void silu_mul_kernel(const float* gate, const float* up, float* out, 
                                 Act act, bool exact) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
-  const float g = gate[i], u = up[i];
-  const float silu = g / (1.0f + exp_f(-g, exact));
-  out[i] = fused ? round_act(silu * u, act) : round_act(round_act(silu, act) * u, act);
+  const float g = gate[i];
+  out[i] = num::silu_gate(g, up[i], exp_f(-g, exact), fused, act);
 }
 
 }  // namespace

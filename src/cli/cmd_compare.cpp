@@ -4,7 +4,7 @@
 
 #include "cli/commands.hpp"
 #include "rlparity/compare/engine_dumps.hpp"
-#include "rlparity/io/run_data.hpp"
+#include "rlparity/io/run_file.hpp"
 #include "rlparity/metrics/summary_table.hpp"
 #include "rlparity/util/atomic_file.hpp"
 #include "rlparity/util/error.hpp"

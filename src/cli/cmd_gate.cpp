@@ -8,7 +8,7 @@
 #include "rlparity/gate/gate.hpp"
 #include "rlparity/gate/report_writers.hpp"
 #include "rlparity/gate/thresholds.hpp"
-#include "rlparity/io/run_data.hpp"
+#include "rlparity/io/run_file.hpp"
 #include "rlparity/util/atomic_file.hpp"
 #include "rlparity/util/error.hpp"
 #include "rlparity/util/strings.hpp"

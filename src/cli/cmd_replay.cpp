@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "cli/commands.hpp"
-#include "rlparity/io/run_data.hpp"
+#include "rlparity/io/run_file.hpp"
 #include "rlparity/metrics/summary_table.hpp"
 #include "rlparity/model/checkpoint.hpp"
 #include "rlparity/replay/attribution.hpp"

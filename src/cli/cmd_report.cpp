@@ -10,7 +10,7 @@
 #include "rlparity/gate/gate.hpp"
 #include "rlparity/gate/thresholds.hpp"
 #include "rlparity/inspect/inspect.hpp"
-#include "rlparity/io/run_data.hpp"
+#include "rlparity/io/run_file.hpp"
 #include "rlparity/report/report.hpp"
 #include "rlparity/util/atomic_file.hpp"
 #include "rlparity/util/error.hpp"

@@ -6,7 +6,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/shared_options.hpp"
-#include "rlparity/io/run_data.hpp"
+#include "rlparity/io/run_file.hpp"
 #include "rlparity/metrics/summary_table.hpp"
 #include "rlparity/util/error.hpp"
 

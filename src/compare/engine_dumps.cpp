@@ -363,7 +363,7 @@ RunData build_compare_run(const std::vector<DumpSequence>& seqs, const std::stri
     lg.insert(lg.end(), s.gen_logprobs.begin(), s.gen_logprobs.end());
     lt.insert(lt.end(), s.train_logprobs.begin(), s.train_logprobs.end());
   }
-  finalize_recipe(r, response_offsets(run.seq_offsets, run.prompt_lengths), stats);
+  compute_recipe_statistics(r, response_offsets(run.seq_offsets, run.prompt_lengths), stats);
   run.recipes.push_back(std::move(r));
   return run;
 }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <set>
 
@@ -77,27 +78,9 @@ std::string fmt_num(double v) { return fmt::format("{:.6g}", v); }
 
 }  // namespace
 
-Direction direction_of(const std::string& s) {
-  if (s == "ess" || s == "rollout_is_eff_sample_size" || s == "top1_agree_frac")
-    return Direction::higher_is_better;
-  if (s == "k1" || s == "rollout_corr_kl") return Direction::closer_to_zero;
-  if (s.rfind("ratio_", 0) == 0) return Direction::closer_to_one;
-  return Direction::lower_is_better;
-}
+Direction direction_of(const std::string& s) { return metric_direction(s); }
 
-const char* direction_name(Direction d) {
-  switch (d) {
-    case Direction::higher_is_better:
-      return "higher is better";
-    case Direction::closer_to_zero:
-      return "closer to 0 is better";
-    case Direction::closer_to_one:
-      return "closer to 1 is better";
-    case Direction::lower_is_better:
-      break;
-  }
-  return "lower is better";
-}
+const char* direction_name(Direction d) { return metric_direction_name(d); }
 
 bool regressed(Direction d, double value, double base, double tolerance) {
   if (std::isnan(value) && !std::isnan(base)) return true;
@@ -111,28 +94,12 @@ double relative_worsening(Direction d, double value, double base) {
   return (badness(d, value) - badness(d, base)) / s;
 }
 
-const std::vector<std::string>& headline_statistics() {
-  static const std::vector<std::string> names = {"mean_abs_log_ratio",
-                                                 "p99_abs_log_ratio",
-                                                 "max_abs_log_ratio",
-                                                 "mean_kl_gen_train",
-                                                 "token_mult_prob_error",
-                                                 "gen_kl_error",
-                                                 "ess",
-                                                 "top1_agree_frac"};
-  return names;
-}
+const std::vector<std::string>& headline_statistics() { return headline_metric_names(); }
 
 const char* verdict_name(Verdict v) {
-  switch (v) {
-    case Verdict::fail:
-      return "fail";
-    case Verdict::missing:
-      return "missing";
-    case Verdict::pass:
-      break;
-  }
-  return "pass";
+  // In the order of Verdict.
+  static constexpr std::array<const char*, 3> kNames = {"pass", "fail", "missing"};
+  return kNames[static_cast<std::size_t>(v)];
 }
 
 std::size_t GateResult::violations() const {

@@ -9,7 +9,7 @@
 #include <set>
 #include <sstream>
 
-#include "rlparity/metrics/statistics.hpp"
+#include "rlparity/metrics/metric_catalogue.hpp"
 #include "rlparity/util/error.hpp"
 #include "rlparity/util/fixtures.hpp"
 
@@ -17,38 +17,20 @@ namespace rlp::gate {
 
 namespace {
 
-std::vector<std::string> compute_valid_statistics() {
-  // Two sequences of two tokens, with every optional token metric finalize_recipe knows about.
-  RecipeResult r;
-  r.name = "synthetic";
-  r.tokens["logp_gen"] = {-0.5, -1.0, -0.25, -2.0};
-  r.tokens["logp_train"] = {-0.4, -1.1, -0.3, -1.9};
-  r.tokens["logp_oracle"] = {-0.45, -1.05, -0.27, -1.95};
-  r.tokens["kl_gen_train"] = {0.01, 0.02, 0.01, 0.03};
-  r.tokens["kl_train_gen"] = {0.01, 0.02, 0.01, 0.03};
-  r.tokens["js"] = {0.005, 0.01, 0.005, 0.015};
-  r.tokens["top1_agree"] = {1, 1, 0, 1};
-  r.tokens["entropy_gen"] = {1.0, 2.0, 1.5, 0.5};
-  finalize_recipe(r, {0, 2, 4}, StatsOptions{});
-  std::vector<std::string> names;
-  for (const auto& [k, v] : r.summary) names.push_back(k);
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 std::string where(const toml::node& n, const std::string& source) {
   const auto& s = n.source();
   if (s.begin.line == 0) return source;
   return source + ":" + std::to_string(s.begin.line);
 }
 
-void check_statistic(const std::string& name, const std::string& loc) {
-  const auto& valid = valid_statistics();
-  if (std::binary_search(valid.begin(), valid.end(), name)) return;
+// The stored name of a statistic a gate file names (a catalogue name or alias); InputError with the
+// nearest valid name otherwise.
+std::string check_statistic(const std::string& name, const std::string& loc) {
+  if (const MetricInfo* m = find_metric(name)) return m->name;
   RLP_THROW_INPUT(
       "{}: unknown statistic '{}' (did you mean '{}'? the names are the summary attributes listed in "
       "docs/metrics.md)",
-      loc, name, nearest_name(name, valid));
+      loc, name, nearest_name(name, valid_statistics()));
 }
 
 double finite_number(const toml::node& n, const std::string& what, const std::string& loc) {
@@ -63,12 +45,12 @@ void parse_regression_table(const toml::table& t, std::map<std::string, double>&
   for (const auto& [key, node] : t) {
     const std::string name(key.str());
     const std::string loc = where(node, source);
-    check_statistic(name, loc);
+    const std::string stat = check_statistic(name, loc);
     const double v = finite_number(node, table_name + "." + name, loc);
     if (v < 0)
       RLP_THROW_INPUT("{}: {}.{} = {} is negative (a relative tolerance, e.g. 0.1 = 10%)", loc, table_name,
                       name, v);
-    out[name] = v;
+    out[stat] = v;
   }
 }
 
@@ -84,7 +66,7 @@ ThresholdTable parse_table(const toml::table& t, const std::string& source, cons
       parse_regression_table(*sub, out.max_regression, source, table_name + ".max_regression");
       continue;
     }
-    check_statistic(name, loc);
+    const std::string stat = check_statistic(name, loc);
     Bound b;
     if (node.is_number()) {
       b.max = finite_number(node, table_name + "." + name, loc);
@@ -106,7 +88,7 @@ ThresholdTable parse_table(const toml::table& t, const std::string& source, cons
       RLP_THROW_INPUT("{}: {}.{} must be a number (an upper bound) or a table {{ min = x, max = y }}", loc,
                       table_name, name);
     }
-    out.bounds[name] = b;
+    out.bounds[stat] = b;
   }
   return out;
 }
@@ -118,10 +100,7 @@ void overlay(ThresholdTable& base, const ThresholdTable& top) {
 
 }  // namespace
 
-const std::vector<std::string>& valid_statistics() {
-  static const std::vector<std::string> names = compute_valid_statistics();
-  return names;
-}
+const std::vector<std::string>& valid_statistics() { return metric_names(); }
 
 std::size_t levenshtein(const std::string& a, const std::string& b) {
   std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);

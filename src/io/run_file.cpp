@@ -1,4 +1,6 @@
 // HDF5 schema v1 writer/reader (docs/hdf5-schema.md).
+#include "rlparity/io/run_file.hpp"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -8,8 +10,7 @@
 #include <filesystem>
 #include <set>
 
-#include "io/h5_util.hpp"
-#include "rlparity/io/run_data.hpp"
+#include "rlparity/io/h5_file.hpp"
 #include "rlparity/util/atomic_file.hpp"
 #include "rlparity/util/error.hpp"
 #include "rlparity/util/json_depth.hpp"
@@ -18,7 +19,6 @@ namespace rlp {
 
 namespace fs = std::filesystem;
 using h5::H5Failure;
-using h5::Id;
 
 namespace {
 
@@ -100,98 +100,83 @@ void validate(const RunData& run) {
   }
 }
 
-void write_metric_group(hid_t parent, const std::string& name,
-                        const std::map<std::string, std::vector<double>>& m, const std::string& base) {
-  Id g = h5::create_group(parent, name, base + "/" + name);
-  for (const auto& [k, v] : m)
-    h5::write_dataset(g.get(), k, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, v.data(), v.size(), sizeof(double),
-                      base + "/" + name + "/" + k);
-  g.close("close group " + base + "/" + name);
+void write_metric_group(h5::Group& parent, const std::string& name,
+                        const std::map<std::string, std::vector<double>>& metrics) {
+  h5::Group g = parent.create_group(name);
+  for (const auto& [k, v] : metrics) g.write_dataset(k, v);
+  g.close();
 }
 
-void write_contents(hid_t file, const RunData& run) {
-  const int32_t version = kSchemaVersion;
-  h5::write_attr_scalar(file, "schema_version", H5T_STD_I32LE, H5T_NATIVE_INT32, &version, "/schema_version");
-  h5::write_attr_string(file, "tool_version", run.tool_version, "/tool_version");
-  h5::write_attr_string(file, "command_line", run.command_line, "/command_line");
-  h5::write_attr_string(file, "checkpoint_path", run.checkpoint_path, "/checkpoint_path");
-  h5::write_attr_string(file, "checkpoint_hash", run.checkpoint_hash, "/checkpoint_hash");
-  h5::write_attr_string(file, "created", run.created, "/created");
-  const uint64_t seed = run.seed;
-  h5::write_attr_scalar(file, "seed", H5T_STD_U64LE, H5T_NATIVE_UINT64, &seed, "/seed");
-  h5::write_attr_string(file, "model_spec", run.model_spec.dump(), "/model_spec");
-  h5::write_attr_string(file, "extra", run.extra.dump(), "/extra");
+void write_contents(h5::Group& file, const RunData& run) {
+  file.write_attr<int32_t>("schema_version", kSchemaVersion);
+  file.write_attr_string("tool_version", run.tool_version);
+  file.write_attr_string("command_line", run.command_line);
+  file.write_attr_string("checkpoint_path", run.checkpoint_path);
+  file.write_attr_string("checkpoint_hash", run.checkpoint_hash);
+  file.write_attr_string("created", run.created);
+  file.write_attr<uint64_t>("seed", run.seed);
+  file.write_attr_string("model_spec", run.model_spec.dump());
+  file.write_attr_string("extra", run.extra.dump());
   // The backend that computed the kernel paths, also as plain root attributes (replay runs only):
   // `backend`, and for cuda the device and library versions (docs/hdf5-schema.md).
   if (run.extra.is_object() && run.extra.contains("backend") && run.extra["backend"].is_string()) {
-    h5::write_attr_string(file, "backend", run.extra["backend"].get<std::string>(), "/backend");
+    file.write_attr_string("backend", run.extra["backend"].get<std::string>());
     const auto info = run.extra.find("backend_info");
     if (info != run.extra.end() && info->is_object())
       for (const auto& [k, v] : info->items())
-        h5::write_attr_string(file, k, v.is_string() ? v.get<std::string>() : v.dump(), "/" + k);
+        file.write_attr_string(k, v.is_string() ? v.get<std::string>() : v.dump());
   }
 
   {
-    Id in = h5::create_group(file, "inputs", "/inputs");
-    h5::write_dataset(in.get(), "token_ids", H5T_STD_I32LE, H5T_NATIVE_INT32, run.token_ids.data(),
-                      run.token_ids.size(), sizeof(int32_t), "/inputs/token_ids");
-    h5::write_dataset(in.get(), "seq_offsets", H5T_STD_I64LE, H5T_NATIVE_INT64, run.seq_offsets.data(),
-                      run.seq_offsets.size(), sizeof(int64_t), "/inputs/seq_offsets");
-    h5::write_dataset(in.get(), "prompt_lengths", H5T_STD_I32LE, H5T_NATIVE_INT32, run.prompt_lengths.data(),
-                      run.prompt_lengths.size(), sizeof(int32_t), "/inputs/prompt_lengths");
-    h5::write_string_dataset(in.get(), "seq_ids", run.seq_ids, "/inputs/seq_ids");
-    if (!run.engine_logprobs.empty())
-      h5::write_dataset(in.get(), "engine_logprobs", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE,
-                        run.engine_logprobs.data(), run.engine_logprobs.size(), sizeof(double),
-                        "/inputs/engine_logprobs");
-    in.close("close group /inputs");
+    h5::Group in = file.create_group("inputs");
+    in.write_dataset("token_ids", run.token_ids);
+    in.write_dataset("seq_offsets", run.seq_offsets);
+    in.write_dataset("prompt_lengths", run.prompt_lengths);
+    in.write_dataset("seq_ids", run.seq_ids);
+    if (!run.engine_logprobs.empty()) in.write_dataset("engine_logprobs", run.engine_logprobs);
+    in.close();
   }
 
-  Id recipes = h5::create_group(file, "recipes", "/recipes");
+  h5::Group recipes = file.create_group("recipes");
   nlohmann::json order = nlohmann::json::array();
   for (const auto& r : run.recipes) order.push_back(r.name);
-  h5::write_attr_string(recipes.get(), "order", order.dump(), "/recipes/order");
+  recipes.write_attr_string("order", order.dump());
   for (const auto& r : run.recipes) {
-    const std::string base = "/recipes/" + r.name;
-    Id g = h5::create_group(recipes.get(), r.name, base);
-    h5::write_attr_string(g.get(), "settings", r.settings.dump(), base + "/settings");
-    for (const auto& [k, v] : r.summary)
-      h5::write_attr_scalar(g.get(), k, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &v, base + "/" + k);
-    write_metric_group(g.get(), "tokens", r.tokens, base);
-    write_metric_group(g.get(), "sequences", r.sequences, base);
-    write_metric_group(g.get(), "layers", r.layers, base);
-    g.close("close group " + base);
+    h5::Group g = recipes.create_group(r.name);
+    g.write_attr_string("settings", r.settings.dump());
+    for (const auto& [k, v] : r.summary) g.write_attr<double>(k, v);
+    write_metric_group(g, "tokens", r.tokens);
+    write_metric_group(g, "sequences", r.sequences);
+    write_metric_group(g, "layers", r.layers);
+    g.close();
   }
-  recipes.close("close group /recipes");
+  recipes.close();
 
   if (!run.attribution.empty()) {
-    Id att = h5::create_group(file, "attribution", "/attribution");
+    h5::Group att = file.create_group("attribution");
     for (const auto& [kind, t] : run.attribution) {
-      const std::string base = "/attribution/" + kind;
-      Id g = h5::create_group(att.get(), kind, base);
-      h5::write_attr_string(g.get(), "info", t.info.dump(), base + "/info");
-      for (const auto& [k, v] : t.values)
-        h5::write_dataset(g.get(), k, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, v.data(), v.size(), sizeof(double),
-                          base + "/" + k);
-      for (const auto& [k, v] : t.labels) h5::write_string_dataset(g.get(), k, v, base + "/" + k);
-      g.close("close group " + base);
+      h5::Group g = att.create_group(kind);
+      g.write_attr_string("info", t.info.dump());
+      for (const auto& [k, v] : t.values) g.write_dataset(k, v);
+      for (const auto& [k, v] : t.labels) g.write_dataset(k, v);
+      g.close();
     }
-    att.close("close group /attribution");
+    att.close();
   }
 }
 
-std::map<std::string, std::vector<double>> read_metric_group(hid_t parent, const std::string& name,
-                                                             const std::string& base) {
+std::map<std::string, std::vector<double>> read_metric_group(const h5::Group& parent,
+                                                             const std::string& name) {
   std::map<std::string, std::vector<double>> out;
-  if (!h5::link_exists(parent, name)) throw H5Failure("missing group " + base + "/" + name);
-  Id g = h5::open_group(parent, name, base + "/" + name);
-  for (const auto& k : h5::list_links(g.get(), base + "/" + name))
-    out[k] = h5::read_dataset<double>(g.get(), k, H5T_NATIVE_DOUBLE, base + "/" + name + "/" + k);
+  if (!parent.has_link(name)) throw H5Failure("missing group " + parent.path() + "/" + name);
+  const h5::Group g = parent.open_group(name);
+  for (const auto& k : g.links()) out[k] = g.read_dataset<double>(k);
   return out;
 }
 
-nlohmann::json parse_json_attr(hid_t obj, const std::string& name, const std::string& what) {
-  const std::string s = h5::read_attr_string(obj, name, what);
+nlohmann::json parse_json_attr(const h5::Group& obj, const std::string& name) {
+  const std::string what = obj.path() + "/" + name;
+  const std::string s = obj.read_attr_string(name);
   if (json_nesting_depth(s) > kMaxJsonDepth)
     throw H5Failure("attribute " + what + " is JSON nested deeper than " + std::to_string(kMaxJsonDepth) +
                     " levels");
@@ -202,42 +187,37 @@ nlohmann::json parse_json_attr(hid_t obj, const std::string& name, const std::st
   }
 }
 
-RunData read_contents(hid_t file) {
+RunData read_contents(const h5::Group& file) {
   RunData run;
-  int64_t version = 0;
-  h5::read_attr_scalar(file, "schema_version", H5T_NATIVE_INT64, &version, "/schema_version");
+  const int64_t version = file.read_attr<int64_t>("schema_version");
   if (version != kSchemaVersion)
     throw H5Failure("schema version " + std::to_string(version) +
                     " not supported (this rlparity reads version " + std::to_string(kSchemaVersion) + ")");
   run.schema_version = static_cast<int>(version);
-  run.tool_version = h5::read_attr_string(file, "tool_version", "/tool_version");
-  run.command_line = h5::read_attr_string(file, "command_line", "/command_line");
-  run.checkpoint_path = h5::read_attr_string(file, "checkpoint_path", "/checkpoint_path");
-  run.checkpoint_hash = h5::read_attr_string(file, "checkpoint_hash", "/checkpoint_hash");
-  run.created = h5::read_attr_string(file, "created", "/created");
-  h5::read_attr_scalar(file, "seed", H5T_NATIVE_UINT64, &run.seed, "/seed");
-  run.model_spec = parse_json_attr(file, "model_spec", "/model_spec");
-  run.extra = parse_json_attr(file, "extra", "/extra");
+  run.tool_version = file.read_attr_string("tool_version");
+  run.command_line = file.read_attr_string("command_line");
+  run.checkpoint_path = file.read_attr_string("checkpoint_path");
+  run.checkpoint_hash = file.read_attr_string("checkpoint_hash");
+  run.created = file.read_attr_string("created");
+  run.seed = file.read_attr<uint64_t>("seed");
+  run.model_spec = parse_json_attr(file, "model_spec");
+  run.extra = parse_json_attr(file, "extra");
 
-  if (!h5::link_exists(file, "inputs")) throw H5Failure("missing group /inputs");
+  if (!file.has_link("inputs")) throw H5Failure("missing group /inputs");
   {
-    Id in = h5::open_group(file, "inputs", "/inputs");
-    run.token_ids = h5::read_dataset<int32_t>(in.get(), "token_ids", H5T_NATIVE_INT32, "/inputs/token_ids");
-    run.seq_offsets =
-        h5::read_dataset<int64_t>(in.get(), "seq_offsets", H5T_NATIVE_INT64, "/inputs/seq_offsets");
-    run.prompt_lengths =
-        h5::read_dataset<int32_t>(in.get(), "prompt_lengths", H5T_NATIVE_INT32, "/inputs/prompt_lengths");
-    run.seq_ids = h5::read_string_dataset(in.get(), "seq_ids", "/inputs/seq_ids");
-    if (h5::link_exists(in.get(), "engine_logprobs"))
-      run.engine_logprobs =
-          h5::read_dataset<double>(in.get(), "engine_logprobs", H5T_NATIVE_DOUBLE, "/inputs/engine_logprobs");
+    const h5::Group in = file.open_group("inputs");
+    run.token_ids = in.read_dataset<int32_t>("token_ids");
+    run.seq_offsets = in.read_dataset<int64_t>("seq_offsets");
+    run.prompt_lengths = in.read_dataset<int32_t>("prompt_lengths");
+    run.seq_ids = in.read_string_dataset("seq_ids");
+    if (in.has_link("engine_logprobs")) run.engine_logprobs = in.read_dataset<double>("engine_logprobs");
   }
 
-  if (!h5::link_exists(file, "recipes")) throw H5Failure("missing group /recipes");
-  Id recipes = h5::open_group(file, "recipes", "/recipes");
-  std::vector<std::string> names = h5::list_links(recipes.get(), "/recipes");
-  if (h5::attr_exists(recipes.get(), "order")) {
-    const nlohmann::json order = parse_json_attr(recipes.get(), "order", "/recipes/order");
+  if (!file.has_link("recipes")) throw H5Failure("missing group /recipes");
+  const h5::Group recipes = file.open_group("recipes");
+  std::vector<std::string> names = recipes.links();
+  if (recipes.has_attr("order")) {
+    const nlohmann::json order = parse_json_attr(recipes, "order");
     std::vector<std::string> ordered;
     if (order.is_array())
       for (const auto& e : order)
@@ -248,34 +228,30 @@ RunData read_contents(hid_t file) {
     names = ordered;
   }
   for (const auto& name : names) {
-    const std::string base = "/recipes/" + name;
     RecipeResult r;
     r.name = name;
-    Id g = h5::open_group(recipes.get(), name, base);
-    r.settings = parse_json_attr(g.get(), "settings", base + "/settings");
-    for (const auto& a : h5::list_attributes(g.get(), base)) {
-      if (a == "settings" || !h5::attr_is_numeric(g.get(), a, base + "/" + a)) continue;
-      double v = 0.0;
-      h5::read_attr_scalar(g.get(), a, H5T_NATIVE_DOUBLE, &v, base + "/" + a);
-      r.summary[a] = v;
+    const h5::Group g = recipes.open_group(name);
+    r.settings = parse_json_attr(g, "settings");
+    for (const auto& a : g.attributes()) {
+      if (a == "settings" || !g.attr_is_numeric(a)) continue;
+      r.summary[a] = g.read_attr<double>(a);
     }
-    r.tokens = read_metric_group(g.get(), "tokens", base);
-    r.sequences = read_metric_group(g.get(), "sequences", base);
-    r.layers = read_metric_group(g.get(), "layers", base);
+    r.tokens = read_metric_group(g, "tokens");
+    r.sequences = read_metric_group(g, "sequences");
+    r.layers = read_metric_group(g, "layers");
     run.recipes.push_back(std::move(r));
   }
-  if (h5::link_exists(file, "attribution")) {
-    Id att = h5::open_group(file, "attribution", "/attribution");
-    for (const auto& kind : h5::list_links(att.get(), "/attribution")) {
-      const std::string base = "/attribution/" + kind;
-      Id g = h5::open_group(att.get(), kind, base);
+  if (file.has_link("attribution")) {
+    const h5::Group att = file.open_group("attribution");
+    for (const auto& kind : att.links()) {
+      const h5::Group g = att.open_group(kind);
       AttributionTable t;
-      if (h5::attr_exists(g.get(), "info")) t.info = parse_json_attr(g.get(), "info", base + "/info");
-      for (const auto& k : h5::list_links(g.get(), base)) {
-        if (h5::dataset_is_string(g.get(), k, base + "/" + k))
-          t.labels[k] = h5::read_string_dataset(g.get(), k, base + "/" + k);
+      if (g.has_attr("info")) t.info = parse_json_attr(g, "info");
+      for (const auto& k : g.links()) {
+        if (g.dataset_is_string(k))
+          t.labels[k] = g.read_string_dataset(k);
         else
-          t.values[k] = h5::read_dataset<double>(g.get(), k, H5T_NATIVE_DOUBLE, base + "/" + k);
+          t.values[k] = g.read_dataset<double>(k);
       }
       run.attribution[kind] = std::move(t);
     }
@@ -294,17 +270,12 @@ void write_run_file(const std::string& path, const RunData& run, bool force) {
     RLP_THROW_INPUT("cannot write run file '{}': inconsistent run data: {}", path, e.what());
   }
 
-  std::lock_guard<std::mutex> lock(h5::h5_mutex());
-  try {
-    h5::write_file_atomic(path, [&](hid_t file) { write_contents(file, run); });
-  } catch (const std::exception& e) {
-    RLP_THROW_INPUT("cannot write run file '{}': {}", path, e.what());
-  }
+  h5::write_file_atomic(path, "run file", [&](h5::Group& file) { write_contents(file, run); });
 }
 
 RunData read_run_file(const std::string& path) {
   RunData run;
-  h5::read_file(path, "run file", [&](hid_t file) { run = read_contents(file); });
+  h5::read_file(path, "run file", [&](h5::Group& file) { run = read_contents(file); });
   return run;
 }
 

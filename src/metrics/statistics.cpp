@@ -1,9 +1,12 @@
 #include "rlparity/metrics/statistics.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 
+#include "rlparity/metrics/metric_catalogue.hpp"
 #include "rlparity/util/error.hpp"
 
 namespace rlp {
@@ -48,17 +51,26 @@ const std::vector<double>* find(const std::map<std::string, std::vector<double>>
   return it == m.end() ? nullptr : &it->second;
 }
 
+// Moves each array into `out` under its name (overwriting an entry of the same name).
+void move_into(std::map<std::string, std::vector<double>>& out,
+               std::initializer_list<std::pair<const char*, std::vector<double>*>> arrays) {
+  for (const auto& [name, values] : arrays) out[name] = std::move(*values);
+}
+
+double distribution_value(const Distribution& d, DistributionStat s) {
+  // In the order of DistributionStat.
+  static constexpr std::array<double Distribution::*, 8> kMembers = {
+      &Distribution::mean, &Distribution::std, &Distribution::min, &Distribution::max,
+      &Distribution::p50,  &Distribution::p90, &Distribution::p99, &Distribution::p999};
+  return d.*kMembers[static_cast<std::size_t>(s)];
+}
+
+// The eight summary values of one per-token array, under the catalogue's names.
 void put_distribution(std::map<std::string, double>& out, const std::vector<double>& v,
-                      const std::string& name) {
+                      const DistributionFamily& family) {
   const Distribution d = describe(v);
-  out["mean_" + name] = d.mean;
-  out["std_" + name] = d.std;
-  out["min_" + name] = d.min;
-  out["max_" + name] = d.max;
-  out["p50_" + name] = d.p50;
-  out["p90_" + name] = d.p90;
-  out["p99_" + name] = d.p99;
-  out["p999_" + name] = d.p999;
+  for (DistributionStat s : kDistributionStats)
+    out[distribution_statistic_name(family, s)] = distribution_value(d, s);
 }
 
 }  // namespace
@@ -107,7 +119,8 @@ std::vector<int64_t> response_offsets(const std::vector<int64_t>& seq_offsets,
   return out;
 }
 
-void finalize_recipe(RecipeResult& r, const std::vector<int64_t>& offsets, const StatsOptions& opts) {
+void compute_recipe_statistics(RecipeResult& r, const std::vector<int64_t>& offsets,
+                               const StatsOptions& opts) {
   const std::vector<double>* lg_p = find(r.tokens, "logp_gen");
   const std::vector<double>* lt_p = find(r.tokens, "logp_train");
   RLP_CHECK(lg_p && lt_p, "recipe '{}': token metrics logp_gen and logp_train are required", r.name);
@@ -183,20 +196,10 @@ void finalize_recipe(RecipeResult& r, const std::vector<int64_t>& offsets, const
 
   // Summary over tokens.
   const double C = opts.is_cap;
-  put_distribution(sm, abs_lr, "abs_log_ratio");
-  if (kl_p) put_distribution(sm, *kl_p, "kl_gen_train");
-  if (const auto* v = find(r.tokens, "kl_train_gen")) put_distribution(sm, *v, "kl_train_gen");
-  {
-    const Distribution d = describe(ratio);
-    sm["ratio_mean"] = d.mean;
-    sm["ratio_std"] = d.std;
-    sm["ratio_min"] = d.min;
-    sm["ratio_max"] = d.max;
-    sm["ratio_p50"] = d.p50;
-    sm["ratio_p90"] = d.p90;
-    sm["ratio_p99"] = d.p99;
-    sm["ratio_p999"] = d.p999;
-  }
+  put_distribution(sm, abs_lr, distribution::abs_log_ratio);
+  if (kl_p) put_distribution(sm, *kl_p, distribution::kl_gen_train);
+  if (const auto* v = find(r.tokens, "kl_train_gen")) put_distribution(sm, *v, distribution::kl_train_gen);
+  put_distribution(sm, ratio, distribution::ratio);
   Sum sr, sr2;
   std::size_t clip = 0, masked = 0;
   for (std::size_t i = 0; i < n; ++i) {
@@ -256,19 +259,19 @@ void finalize_recipe(RecipeResult& r, const std::vector<int64_t>& offsets, const
   sm["num_tokens"] = dn;
   sm["num_sequences"] = static_cast<double>(S);
 
-  r.tokens["log_ratio"] = std::move(log_ratio);
-  r.tokens["abs_log_ratio"] = std::move(abs_lr);
-  r.tokens["ratio"] = std::move(ratio);
-  r.tokens["prob_diff"] = std::move(prob_diff);
-  r.tokens["k3"] = std::move(k3);
-  r.sequences["length"] = std::move(len);
-  r.sequences["sum_log_ratio"] = std::move(sum_lr);
-  r.sequences["geo_mean_ratio"] = std::move(geo);
-  r.sequences["max_abs_log_ratio"] = std::move(max_abs);
-  r.sequences["mean_abs_log_ratio"] = std::move(mean_abs);
-  r.sequences["seq_mult_prob_error"] = std::move(smpe);
-  r.sequences["ppl_gen"] = std::move(ppl_g);
-  r.sequences["ppl_train"] = std::move(ppl_t);
+  move_into(r.tokens, {{"log_ratio", &log_ratio},
+                       {"abs_log_ratio", &abs_lr},
+                       {"ratio", &ratio},
+                       {"prob_diff", &prob_diff},
+                       {"k3", &k3}});
+  move_into(r.sequences, {{"length", &len},
+                          {"sum_log_ratio", &sum_lr},
+                          {"geo_mean_ratio", &geo},
+                          {"max_abs_log_ratio", &max_abs},
+                          {"mean_abs_log_ratio", &mean_abs},
+                          {"seq_mult_prob_error", &smpe},
+                          {"ppl_gen", &ppl_g},
+                          {"ppl_train", &ppl_t}});
   if (kl_p) r.sequences["mean_kl_gen_train"] = std::move(mkl);
 }
 

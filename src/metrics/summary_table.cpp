@@ -3,44 +3,34 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
+
+#include "rlparity/metrics/metric_catalogue.hpp"
 
 namespace rlp {
 
 namespace {
 
-enum class Style { kCount, kSci, kFixed4 };
+// The token count, then the headline statistics, each with its catalogue label and format.
+std::vector<const MetricInfo*> columns() {
+  std::vector<const MetricInfo*> out = {find_metric("num_tokens")};
+  for (const auto& name : headline_metric_names()) out.push_back(find_metric(name));
+  return out;
+}
 
-struct Column {
-  const char* header;
-  const char* key;
-  Style style;
-};
+std::string header(const MetricInfo& m) { return m.label.empty() ? m.name : m.label; }
 
-constexpr std::array<Column, 9> kColumns{{
-    {"tokens", "num_tokens", Style::kCount},
-    {"mean|dlogp|", "mean_abs_log_ratio", Style::kSci},
-    {"p99|dlogp|", "p99_abs_log_ratio", Style::kSci},
-    {"max|dlogp|", "max_abs_log_ratio", Style::kSci},
-    {"mean KL", "mean_kl_gen_train", Style::kSci},
-    {"token_mult_prob_error", "token_mult_prob_error", Style::kFixed4},
-    {"gen_kl_error", "gen_kl_error", Style::kSci},
-    {"ess", "ess", Style::kFixed4},
-    {"top1 agree", "top1_agree_frac", Style::kFixed4},
-}};
-
-std::string cell(const RecipeResult& r, const Column& c) {
-  auto it = r.summary.find(c.key);
+std::string cell(const RecipeResult& r, const MetricInfo& m) {
+  auto it = r.summary.find(m.name);
   if (it == r.summary.end()) return "-";
   const double v = it->second;
   if (std::isnan(v)) return "nan";
-  switch (c.style) {
-    case Style::kCount:
+  switch (m.format) {
+    case MetricFormat::count:
       return fmt::format("{:.0f}", v);
-    case Style::kSci:
+    case MetricFormat::scientific:
       return fmt::format("{:.3e}", v);
-    case Style::kFixed4:
+    case MetricFormat::fixed4:
       return fmt::format("{:.4f}", v);
   }
   return "-";
@@ -49,23 +39,22 @@ std::string cell(const RecipeResult& r, const Column& c) {
 }  // namespace
 
 std::string format_summary_table(const std::vector<RecipeResult>& recipes) {
-  constexpr std::size_t kCols = kColumns.size() + 1;
-  std::vector<std::array<std::string, kCols>> rows;
-  std::array<std::string, kCols> head;
-  head[0] = "recipe";
-  for (std::size_t c = 0; c < kColumns.size(); ++c) head[c + 1] = kColumns[c].header;
+  const std::vector<const MetricInfo*> metrics = columns();
+  const std::size_t kCols = metrics.size() + 1;
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> head = {"recipe"};
+  for (const auto* m : metrics) head.push_back(header(*m));
   rows.push_back(head);
   for (const auto& r : recipes) {
-    std::array<std::string, kCols> row;
-    row[0] = r.name;
-    for (std::size_t c = 0; c < kColumns.size(); ++c) row[c + 1] = cell(r, kColumns[c]);
+    std::vector<std::string> row = {r.name};
+    for (const auto* m : metrics) row.push_back(cell(r, *m));
     rows.push_back(std::move(row));
   }
-  std::array<std::size_t, kCols> width{};
+  std::vector<std::size_t> width(kCols, 0);
   for (const auto& row : rows)
     for (std::size_t c = 0; c < kCols; ++c) width[c] = std::max(width[c], row[c].size());
   std::string out;
-  auto emit = [&](const std::array<std::string, kCols>& row) {
+  auto emit = [&](const std::vector<std::string>& row) {
     std::string line = fmt::format("{:<{}}", row[0], width[0]);
     for (std::size_t c = 1; c < kCols; ++c) line += fmt::format("  {:>{}}", row[c], width[c]);
     out += line;

@@ -112,21 +112,23 @@ class Normal {
 
 nlohmann::json random_checkpoint_config(const RandomCheckpointOptions& o) {
   const ArchInfo ai = arch_info(o.arch);
-  nlohmann::json c;
-  c["architectures"] = {ai.arch_name};
-  c["model_type"] = ai.model_type;
-  c["hidden_size"] = o.hidden;
-  c["intermediate_size"] = o.intermediate;
-  c["num_hidden_layers"] = o.layers;
-  c["num_attention_heads"] = o.heads;
-  c["num_key_value_heads"] = o.kv_heads;
-  c["vocab_size"] = o.vocab;
-  c["max_position_embeddings"] = o.max_pos;
-  c["hidden_act"] = "silu";
-  c["tie_word_embeddings"] = o.tied;
-  c["torch_dtype"] = o.dtype == DType::f32 ? "float32" : o.dtype == DType::bf16 ? "bfloat16" : "float16";
-  c["bos_token_id"] = 1;
-  c["eos_token_id"] = 2;
+  // (a json object keeps its keys sorted: the order written here does not reach config.json)
+  nlohmann::json c = {{"architectures", nlohmann::json::array({ai.arch_name})},
+                      {"model_type", ai.model_type},
+                      {"hidden_size", o.hidden},
+                      {"intermediate_size", o.intermediate},
+                      {"num_hidden_layers", o.layers},
+                      {"num_attention_heads", o.heads},
+                      {"num_key_value_heads", o.kv_heads},
+                      {"vocab_size", o.vocab},
+                      {"max_position_embeddings", o.max_pos},
+                      {"hidden_act", "silu"},
+                      {"tie_word_embeddings", o.tied},
+                      {"torch_dtype", o.dtype == DType::f32    ? "float32"
+                                      : o.dtype == DType::bf16 ? "bfloat16"
+                                                               : "float16"},
+                      {"bos_token_id", 1},
+                      {"eos_token_id", 2}};
   if (o.head_dim > 0 || o.arch == "qwen3") c["head_dim"] = head_dim_of(o);
   if (o.arch == "llama") {
     c["rms_norm_eps"] = 1e-5;

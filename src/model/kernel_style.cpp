@@ -31,8 +31,15 @@ num::GemmConfig PathStyle::gemm_config(int m, int k) const {
   return cfg;
 }
 
-PathStyle default_generation_style() {
+PathStyle default_training_style() {
   PathStyle s;
+  s.name = "train";
+  return s;
+}
+
+// The generation engine's kernels where they differ from training's.
+PathStyle default_generation_style() {
+  PathStyle s = default_training_style();
   s.name = "gen";
   s.mode = SequenceMode::decode;
   s.weight_quant = num::ScaleConvention::nemo_refit;
@@ -45,12 +52,6 @@ PathStyle default_generation_style() {
   s.norm = NormKind::fused_add;
   s.rope_table_rounded = true;
   s.mlp_fused = true;
-  return s;
-}
-
-PathStyle default_training_style() {
-  PathStyle s;
-  s.name = "train";
   return s;
 }
 

@@ -71,14 +71,8 @@ bool get_bool(const json& c, const std::string& src, const char* key, bool dflt)
 int get_token(const json& c, const std::string& src, const char* key) {
   if (!present(c, key)) return -1;
   const json& v = c.at(key);
-  if (v.is_array()) {
-    if (v.empty()) return -1;
-    const int64_t t = as_int(v.at(0), src, std::string(key) + "[0]");
-    if (t < 0 || t > std::numeric_limits<int>::max())
-      RLP_THROW_INPUT("{}: key '{}': token id {} out of range", src, key, t);
-    return static_cast<int>(t);
-  }
-  const int64_t t = as_int(v, src, key);
+  if (v.is_array() && v.empty()) return -1;
+  const int64_t t = v.is_array() ? as_int(v.at(0), src, std::string(key) + "[0]") : as_int(v, src, key);
   if (t < 0 || t > std::numeric_limits<int>::max())
     RLP_THROW_INPUT("{}: key '{}': token id {} out of range", src, key, t);
   return static_cast<int>(t);
@@ -263,33 +257,20 @@ ModelSpec parse_model_spec(const nlohmann::json& c, const std::string& src) {
 }
 
 nlohmann::json ModelSpec::to_json() const {
-  json j;
-  j["arch"] = arch_name;
-  j["hidden"] = hidden;
-  j["intermediate"] = intermediate;
-  j["layers"] = layers;
-  j["heads"] = heads;
-  j["kv_heads"] = kv_heads;
-  j["head_dim"] = head_dim;
-  j["vocab"] = vocab;
-  j["max_positions"] = max_positions;
-  j["rms_eps"] = rms_eps;
-  j["rope_theta"] = rope_theta;
-  if (rope_scaling.type == RopeScaling::Type::llama3) {
-    j["rope_scaling"] = {{"type", "llama3"},
-                         {"factor", rope_scaling.factor},
-                         {"low_freq_factor", rope_scaling.low_freq_factor},
-                         {"high_freq_factor", rope_scaling.high_freq_factor},
-                         {"original_max_position_embeddings", rope_scaling.original_max_position_embeddings}};
-  } else {
-    j["rope_scaling"] = nullptr;
-  }
-  j["tied_embeddings"] = tied_embeddings;
-  j["qkv_bias"] = qkv_bias;
-  j["qk_norm"] = qk_norm;
-  j["bos_token"] = bos_token;
-  j["eos_token"] = eos_token;
-  return j;
+  json rope = nullptr;
+  if (rope_scaling.type == RopeScaling::Type::llama3)
+    rope = {{"type", "llama3"},
+            {"factor", rope_scaling.factor},
+            {"low_freq_factor", rope_scaling.low_freq_factor},
+            {"high_freq_factor", rope_scaling.high_freq_factor},
+            {"original_max_position_embeddings", rope_scaling.original_max_position_embeddings}};
+  // (a json object keeps its keys sorted: the order written here does not reach the output)
+  return {{"arch", arch_name},      {"hidden", hidden},         {"intermediate", intermediate},
+          {"layers", layers},       {"heads", heads},           {"kv_heads", kv_heads},
+          {"head_dim", head_dim},   {"vocab", vocab},           {"max_positions", max_positions},
+          {"rms_eps", rms_eps},     {"rope_theta", rope_theta}, {"rope_scaling", rope},
+          {"qkv_bias", qkv_bias},   {"qk_norm", qk_norm},       {"tied_embeddings", tied_embeddings},
+          {"bos_token", bos_token}, {"eos_token", eos_token}};
 }
 
 std::string layer_tensor_name(int layer, const std::string& suffix) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "rlparity/numerics/formats.hpp"
+#include "rlparity/numerics/ops.hpp"
 #include "rlparity/util/parallel.hpp"
 
 namespace rlp {
@@ -29,15 +30,11 @@ const char* proj_tensor_suffix(Proj p) {
 
 namespace {
 
-float round_act(float x, ActDtype act) {
-  return act == ActDtype::bf16 ? num::round_bf16(x) : num::round_fp16(x);
-}
-
 std::vector<float> act_values(const TensorView& t, ActDtype act) {
   std::vector<float> v(static_cast<std::size_t>(t.numel()));
   t.to_float(v.data());
   parallel_for(v.size(), 1 << 16, [&](std::size_t b, std::size_t e) {
-    for (std::size_t i = b; i < e; ++i) v[i] = round_act(v[i], act);
+    for (std::size_t i = b; i < e; ++i) v[i] = num::round_act(v[i], act);
   });
   return v;
 }
@@ -48,8 +45,7 @@ std::vector<uint16_t> act_bits(const TensorView& t, ActDtype act) {
   t.to_float(v.data());
   std::vector<uint16_t> bits(v.size());
   parallel_for(v.size(), 1 << 16, [&](std::size_t b, std::size_t e) {
-    for (std::size_t i = b; i < e; ++i)
-      bits[i] = act == ActDtype::bf16 ? num::float_to_bf16_bits(v[i]) : num::float_to_fp16_bits(v[i]);
+    for (std::size_t i = b; i < e; ++i) bits[i] = num::float_to_half16_bits(v[i], half16_of(act));
   });
   return bits;
 }
@@ -96,66 +92,60 @@ std::string weights_key(const PathStyle& s) {
                      s.pow2_scales);
 }
 
-PreparedWeights prepare_weights(const Checkpoint& ckpt, const PathStyle& style) {
+namespace {
+
+// The tensors a forward reads, walked once for every weight form: vec(name) makes a norm or
+// embedding vector, linear(base, layer, bias) a projection (layer -1: the LM head).
+template <class Weights, class Vec, class Linear>
+Weights walk_checkpoint(const Checkpoint& ckpt, const Vec& vec, const Linear& linear) {
   ckpt.check_unchanged();  // a truncated mapping would fault on the reads below
   const ModelSpec& spec = ckpt.spec();
-  PreparedWeights w;
-  w.embed = act_values(ckpt.tensor("model.embed_tokens.weight"), style.act);
+  Weights w;
+  w.embed = vec("model.embed_tokens.weight");
   w.layers.resize(static_cast<std::size_t>(spec.layers));
   for (int l = 0; l < spec.layers; ++l) {
-    PreparedLayer& layer = w.layers[static_cast<std::size_t>(l)];
-    const bool fp8 = style.layer_is_fp8(l, spec.layers);
+    auto& layer = w.layers[static_cast<std::size_t>(l)];
     for (int p = 0; p < kNumProj; ++p) {
       const Proj proj = static_cast<Proj>(p);
       const bool bias = spec.qkv_bias && (proj == Proj::q || proj == Proj::k || proj == Proj::v);
-      layer.proj[p] = prepare_linear(ckpt, layer_tensor_name(l, proj_tensor_suffix(proj)), style, fp8, bias);
+      layer.proj[p] = linear(layer_tensor_name(l, proj_tensor_suffix(proj)), l, bias);
     }
-    layer.input_norm = act_values(ckpt.tensor(layer_tensor_name(l, "input_layernorm.weight")), style.act);
-    layer.post_norm =
-        act_values(ckpt.tensor(layer_tensor_name(l, "post_attention_layernorm.weight")), style.act);
+    layer.input_norm = vec(layer_tensor_name(l, "input_layernorm.weight"));
+    layer.post_norm = vec(layer_tensor_name(l, "post_attention_layernorm.weight"));
     if (spec.qk_norm) {
-      layer.q_norm = act_values(ckpt.tensor(layer_tensor_name(l, "self_attn.q_norm.weight")), style.act);
-      layer.k_norm = act_values(ckpt.tensor(layer_tensor_name(l, "self_attn.k_norm.weight")), style.act);
+      layer.q_norm = vec(layer_tensor_name(l, "self_attn.q_norm.weight"));
+      layer.k_norm = vec(layer_tensor_name(l, "self_attn.k_norm.weight"));
     }
   }
-  w.final_norm = act_values(ckpt.tensor("model.norm.weight"), style.act);
-  const std::string head = spec.tied_embeddings ? "model.embed_tokens" : "lm_head";
-  w.lm_head = prepare_linear(ckpt, head, style, false, false);
+  w.final_norm = vec("model.norm.weight");
+  w.lm_head = linear(spec.tied_embeddings ? "model.embed_tokens" : "lm_head", -1, false);
   return w;
 }
 
+}  // namespace
+
+PreparedWeights prepare_weights(const Checkpoint& ckpt, const PathStyle& style) {
+  const int layers = ckpt.spec().layers;
+  return walk_checkpoint<PreparedWeights>(
+      ckpt, [&](const std::string& name) { return act_values(ckpt.tensor(name), style.act); },
+      [&](const std::string& base, int layer, bool bias) {
+        const bool fp8 = layer >= 0 && style.layer_is_fp8(layer, layers);
+        return prepare_linear(ckpt, base, style, fp8, bias);
+      });
+}
+
 OracleWeights prepare_oracle_weights(const Checkpoint& ckpt) {
-  ckpt.check_unchanged();
-  const ModelSpec& spec = ckpt.spec();
-  auto linear = [&](const std::string& base, bool bias) {
-    const TensorView& t = ckpt.tensor(base + ".weight");
-    OracleLinear lin;
-    lin.out = static_cast<int>(t.shape[0]);
-    lin.in = static_cast<int>(t.shape[1]);
-    lin.w = f64_values(t);
-    if (bias) lin.bias = f64_values(ckpt.tensor(base + ".bias"));
-    return lin;
-  };
-  OracleWeights w;
-  w.embed = f64_values(ckpt.tensor("model.embed_tokens.weight"));
-  w.layers.resize(static_cast<std::size_t>(spec.layers));
-  for (int l = 0; l < spec.layers; ++l) {
-    OracleLayer& layer = w.layers[static_cast<std::size_t>(l)];
-    for (int p = 0; p < kNumProj; ++p) {
-      const Proj proj = static_cast<Proj>(p);
-      const bool bias = spec.qkv_bias && (proj == Proj::q || proj == Proj::k || proj == Proj::v);
-      layer.proj[p] = linear(layer_tensor_name(l, proj_tensor_suffix(proj)), bias);
-    }
-    layer.input_norm = f64_values(ckpt.tensor(layer_tensor_name(l, "input_layernorm.weight")));
-    layer.post_norm = f64_values(ckpt.tensor(layer_tensor_name(l, "post_attention_layernorm.weight")));
-    if (spec.qk_norm) {
-      layer.q_norm = f64_values(ckpt.tensor(layer_tensor_name(l, "self_attn.q_norm.weight")));
-      layer.k_norm = f64_values(ckpt.tensor(layer_tensor_name(l, "self_attn.k_norm.weight")));
-    }
-  }
-  w.final_norm = f64_values(ckpt.tensor("model.norm.weight"));
-  w.lm_head = linear(spec.tied_embeddings ? "model.embed_tokens" : "lm_head", false);
-  return w;
+  return walk_checkpoint<OracleWeights>(
+      ckpt, [&](const std::string& name) { return f64_values(ckpt.tensor(name)); },
+      [&](const std::string& base, int, bool bias) {
+        const TensorView& t = ckpt.tensor(base + ".weight");
+        OracleLinear lin;
+        lin.out = static_cast<int>(t.shape[0]);
+        lin.in = static_cast<int>(t.shape[1]);
+        lin.w = f64_values(t);
+        if (bias) lin.bias = f64_values(ckpt.tensor(base + ".bias"));
+        return lin;
+      });
 }
 
 }  // namespace rlp

@@ -87,9 +87,8 @@ void quantize_blocks_into(const float* x, int rows, int cols, int block_rows, in
   if (rows == 0 || cols == 0) return;
 
   const RowFn row_fn = pick_row_fn(opt);
-  // NeMo RL pads with data_hp[-1, -1]; that value joins the amax of every partial block.
+  // NeMo RL's edge padding (block_amax).
   const float last = x[static_cast<size_t>(rows) * static_cast<size_t>(cols) - 1];
-  const bool pad_with_last = opt.convention == ScaleConvention::nemo_refit;
 
   // Both passes walk whole rows of the block row (amax of every column block, then the codes):
   // long contiguous streams that the hardware prefetchers follow, instead of 128-float pieces of
@@ -110,10 +109,9 @@ void quantize_blocks_into(const float* x, int rows, int cols, int block_rows, in
       }
       for (int bc = 0; bc < cb; ++bc) {
         const int c0 = bc * block_cols, c1 = std::min(cols, c0 + block_cols);
-        AmaxAcc& a = acc[static_cast<size_t>(bc)];
+        const AmaxAcc& a = acc[static_cast<size_t>(bc)];
         const bool partial = (r1 - r0) < block_rows || (c1 - c0) < block_cols;
-        if (pad_with_last && partial) amax_row(&last, 1, a);
-        const float amax = finish_amax(bits_f32(a.bits), a.nan != 0, opt.convention);
+        const float amax = block_amax(a.bits, a.nan != 0, partial, last, opt.convention);
         scales[static_cast<size_t>(bc)] = compute_block_scale(amax, opt);
         t.scale_inv[br * static_cast<size_t>(cb) + static_cast<size_t>(bc)] =
             scales[static_cast<size_t>(bc)].scale_inv;
@@ -148,11 +146,9 @@ void dequantize(const Fp8Tensor& t, float* out) {
 std::vector<float> scales_for_cublaslt_vec128(const Fp8Tensor& t) {
   RLP_CHECK(t.block_rows == 1 && t.block_cols == 128,
             "scales_for_cublaslt_vec128 needs 1x128 blocks, tensor has {}x{}", t.block_rows, t.block_cols);
-  const size_t m = static_cast<size_t>(t.rows), kb = static_cast<size_t>(t.col_blocks());
-  const size_t ld = (m + 3) / 4 * 4;
-  std::vector<float> out(kb * ld, 0.0f);
-  for (size_t r = 0; r < m; ++r)
-    for (size_t b = 0; b < kb; ++b) out[b * ld + r] = t.scale_inv[r * kb + b];
+  const int kb = t.col_blocks(), ld = cublaslt_scale_ld(t.rows);
+  std::vector<float> out(static_cast<size_t>(kb) * static_cast<size_t>(ld));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = vec128_scale_entry(t.scale_inv.data(), t.rows, kb, ld, i);
   return out;
 }
 
@@ -160,7 +156,7 @@ std::vector<float> scales_for_cublaslt_blk128(const Fp8Tensor& t) {
   RLP_CHECK(t.block_rows == 128 && t.block_cols == 128,
             "scales_for_cublaslt_blk128 needs 128x128 blocks, tensor has {}x{}", t.block_rows, t.block_cols);
   const size_t mb = static_cast<size_t>(t.row_blocks()), kb = static_cast<size_t>(t.col_blocks());
-  const size_t ld = (kb + 3) / 4 * 4;
+  const size_t ld = static_cast<size_t>(cublaslt_scale_ld(static_cast<int>(kb)));
   std::vector<float> out(mb * ld, 0.0f);
   for (size_t r = 0; r < mb; ++r)
     for (size_t b = 0; b < kb; ++b) out[r * ld + b] = t.scale_inv[r * kb + b];

@@ -321,7 +321,7 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
                   {"kv_scales", recipes[ri].needs_kv_scales() ? kv_json : nlohmann::json(nullptr)}};
     StatsOptions so;
     so.is_cap = opt.is_cap;
-    finalize_recipe(r, resp_off, so);
+    compute_recipe_statistics(r, resp_off, so);
     run.recipes.push_back(std::move(r));
   }
   run.extra = {{"backend", opt.backend ? opt.backend->name : std::string("cpu")},

@@ -1,6 +1,8 @@
-// The self-contained HTML mismatch report (docs/report.md). Output is XML-well-formed (XHTML
-// style: every element closed, attributes quoted, text escaped), uses no external resource, and is
-// a pure function of the run data and options.
+// The self-contained HTML mismatch report (docs/report.md): the page, its header, the summary and
+// baseline tables, the attribution/inspect sections and the worst tokens; the plots are in
+// html_plots.cpp, the style sheet and script in html_assets.cpp, the analysis in analysis.cpp.
+// Output is XML-well-formed (XHTML style: every element closed, attributes quoted, text escaped),
+// uses no external resource, and is a pure function of the run data and options.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -9,9 +11,11 @@
 #include <map>
 #include <set>
 
+#include "report/html_assets.hpp"
+#include "report/html_plots.hpp"
+#include "report/report_helpers.hpp"
 #include "report/sections.hpp"
 #include "rlparity/gate/report_writers.hpp"
-#include "rlparity/metrics/statistics.hpp"
 #include "rlparity/report/report.hpp"
 #include "rlparity/report/svg.hpp"
 #include "rlparity/util/version.hpp"
@@ -19,22 +23,6 @@
 namespace rlp::report {
 
 namespace {
-
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-const std::vector<double>* token_metric(const RecipeResult& r, const std::string& name) {
-  auto it = r.tokens.find(name);
-  return it == r.tokens.end() ? nullptr : &it->second;
-}
-
-std::string esc(const std::string& s) { return xml_escape(s); }
-
-// Anchor-safe id fragment of a recipe name.
-std::string slug(const std::string& s) {
-  std::string o;
-  for (char c : s) o += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_') ? c : '_';
-  return o;
-}
 
 std::string truncate(const std::string& s, std::size_t n) {
   if (s.size() <= n) return s;
@@ -58,76 +46,6 @@ void flatten(const nlohmann::json& j, const std::string& prefix,
 std::string dump_json(const nlohmann::json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
-
-const char* kCss = R"(
-body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;margin:0;color:#1a1a1a;background:#f6f7f9;font-size:14px;line-height:1.4}
-main{max-width:1380px;margin:0 auto;padding:16px 24px 40px}
-h1{font-size:22px;margin:8px 0 4px}
-h2{font-size:18px;margin:28px 0 8px;border-bottom:2px solid #d9dde3;padding-bottom:4px}
-h3{font-size:15px;margin:18px 0 6px}
-nav a{margin-right:14px;color:#0b5cad}
-table{border-collapse:collapse;background:#fff;margin:6px 0}
-th,td{border:1px solid #d9dde3;padding:3px 8px;vertical-align:top}
-th{background:#eef1f5;text-align:left}
-.vline{display:block;white-space:nowrap}
-.scroll{overflow-x:auto;max-width:100%}
-td.num{text-align:right;font-family:ui-monospace,"DejaVu Sans Mono",monospace;white-space:nowrap}
-table.meta td:first-child{font-weight:600;white-space:nowrap}
-table.meta td{font-family:ui-monospace,"DejaVu Sans Mono",monospace;word-break:break-all}
-table.sortable th{cursor:pointer;user-select:none}
-table.sortable th[data-dir="asc"]::after{content:" \25B2"}
-table.sortable th[data-dir="desc"]::after{content:" \25BC"}
-.verdict{display:inline-block;margin-left:0;padding:0 5px;border-radius:3px;font-size:11px;font-weight:700;font-family:system-ui,sans-serif}
-.verdict.pass{background:#d8f0dd;color:#135c25}
-.verdict.fail{background:#f8d3d0;color:#8a1208}
-.verdict.missing{background:#fbe7c2;color:#6b4500}
-.bound{color:#555;font-size:11px;margin-left:4px}
-td.worse{background:#fdecea}
-td.better{background:#e8f6ec}
-.note{color:#555;font-size:12px}
-.plots{display:flex;flex-wrap:wrap;gap:12px}
-.plots svg{background:#fff;border:1px solid #d9dde3}
-svg.plot .bg{fill:#fff}
-svg.plot text{font-family:system-ui,"DejaVu Sans",sans-serif;fill:#1a1a1a}
-svg.plot .title{font-size:13px;font-weight:600}
-svg.plot .note{font-size:10px;fill:#666}
-svg.plot .tick{font-size:10px;fill:#444}
-svg.plot .legend{font-size:11px}
-svg.plot .axis-label{font-size:11px;fill:#333}
-svg.plot .nodata{font-size:13px;fill:#999}
-svg.plot .grid{stroke:#e6e8ec;stroke-width:1}
-svg.plot .axis,svg.plot .tickmark{stroke:#333;stroke-width:1}
-details{margin:6px 0}
-summary{cursor:pointer;color:#0b5cad}
-footer{margin-top:30px;color:#777;font-size:12px}
-)";
-
-// Sorts a worst-tokens table by the clicked column (numbers by data-v); marks the page data-ready
-// (the browser test checks the script ran). Written without '<' and '&' so the page stays
-// XML-well-formed.
-const char* kJs = R"(
-document.querySelectorAll('table.sortable th').forEach(function (th) {
-  th.addEventListener('click', function () {
-    var table = th.closest('table');
-    var body = table.tBodies[0];
-    var col = Array.prototype.indexOf.call(th.parentNode.children, th);
-    var asc = th.getAttribute('data-dir') !== 'asc';
-    th.parentNode.querySelectorAll('th').forEach(function (h) { h.removeAttribute('data-dir'); });
-    th.setAttribute('data-dir', asc ? 'asc' : 'desc');
-    var num = th.getAttribute('data-type') === 'num';
-    var rows = Array.prototype.slice.call(body.rows);
-    rows.sort(function (a, b) {
-      var x = a.cells[col].getAttribute('data-v');
-      var y = b.cells[col].getAttribute('data-v');
-      var c = num ? parseFloat(x) - parseFloat(y) : x.localeCompare(y);
-      if (isNaN(c)) c = 0;
-      return asc ? c : -c;
-    });
-    rows.forEach(function (r) { body.appendChild(r); });
-  });
-});
-document.documentElement.setAttribute('data-ready', 'yes');
-)";
 
 struct Verdicts {
   std::map<std::pair<std::string, std::string>, const gate::Check*> by_key;  // (recipe, statistic)
@@ -266,256 +184,6 @@ std::string baseline_section(const RunData& run, const ReportOptions& opt) {
   return o;
 }
 
-// Shared plot inputs of every recipe, so per-recipe plots and the comparison use the same axes.
-struct PlotData {
-  std::optional<Range> abs_range;  // |log ratio|, log axis, whole decades
-  std::optional<Range> r_range;    // ratio, log axis, symmetric around 1
-  std::string kl_metric, kl_label;
-  bool kl_log = false;
-  std::vector<PositionCurve> kl_curves;  // per recipe
-};
-
-PlotData prepare(const RunData& run, const ReportOptions& opt) {
-  PlotData p;
-  std::vector<const std::vector<double>*> abs;
-  double m = 0;
-  bool any_r = false;
-  for (const auto& r : run.recipes) {
-    if (const auto* a = token_metric(r, "abs_log_ratio")) abs.push_back(a);
-    if (const auto* ratio = token_metric(r, "ratio"))
-      for (double x : *ratio)
-        if (std::isfinite(x) && x > 0) {
-          m = std::max(m, std::abs(std::log10(x)));
-          any_r = true;
-        }
-  }
-  p.abs_range = data_range(abs, true);
-  if (any_r && m > 0) {
-    m *= 1.02;
-    p.r_range = Range{std::pow(10.0, -m), std::pow(10.0, m)};
-  }
-  bool all_kl = !run.recipes.empty();
-  for (const auto& r : run.recipes) all_kl = all_kl && token_metric(r, "kl_gen_train");
-  p.kl_metric = all_kl ? "kl_gen_train" : "k3";
-  p.kl_label = all_kl ? "mean KL(p_gen || p_train)" : "mean k3 = r - 1 - log r";
-  double lo = std::numeric_limits<double>::infinity(), hi = 0;
-  bool nonpos = false;
-  for (const auto& r : run.recipes) {
-    const auto* v = token_metric(r, p.kl_metric);
-    p.kl_curves.push_back(v ? per_position_mean(run, *v, opt.max_positions) : PositionCurve{});
-    for (double y : p.kl_curves.back().mean) {
-      if (!std::isfinite(y)) continue;
-      if (y <= 0)
-        nonpos = true;
-      else
-        lo = std::min(lo, y), hi = std::max(hi, y);
-    }
-  }
-  p.kl_log = !nonpos && hi > 0 && hi / lo > 30;
-  return p;
-}
-
-std::string count_note(const Bins& b, bool abs) {
-  std::vector<std::string> parts;
-  if (b.nonpositive)
-    parts.push_back(fmt::format("{} {} not shown (log axis)", b.nonpositive,
-                                abs ? "exact zeros" : "non-positive values"));
-  if (b.nan) parts.push_back(fmt::format("{} NaN", b.nan));
-  if (b.below + b.above) parts.push_back(fmt::format("{} outside the range", b.below + b.above));
-  std::string o = fmt::format("{} tokens binned into {} log-spaced bins", b.total(), b.counts.size());
-  for (const auto& s : parts) o += "; " + s;
-  return o;
-}
-
-PlotOptions hist_abs_opts(const std::string& id, const std::string& title) {
-  PlotOptions o;
-  o.id = id;
-  o.title = title;
-  o.x = Axis{"|log ratio| = |logp_train - logp_gen|", "nats", true, {}, {}};
-  o.y = Axis{"tokens", "count", true, {}, {}};
-  return o;
-}
-PlotOptions hist_r_opts(const std::string& id, const std::string& title) {
-  PlotOptions o;
-  o.id = id;
-  o.title = title;
-  o.x = Axis{"importance ratio r = p_train / p_gen", "", true, {}, {}};
-  o.y = Axis{"tokens", "count", true, {}, {}};
-  return o;
-}
-PlotOptions cdf_opts(const std::string& id, const std::string& title, bool abs, const Range& xr) {
-  PlotOptions o;
-  o.id = id;
-  o.title = title;
-  o.x = abs ? Axis{"|log ratio|", "nats", true, xr.lo, xr.hi}
-            : Axis{"importance ratio r", "", true, xr.lo, xr.hi};
-  o.y = Axis{"fraction of tokens <= x", "", false, 0.0, 1.0};
-  return o;
-}
-PlotOptions kl_opts(const std::string& id, const std::string& title, const PlotData& p, std::size_t bucket) {
-  PlotOptions o;
-  o.id = id;
-  o.title = title;
-  o.x = Axis{"position in response", "tokens", false, 0.0, {}};
-  o.y = Axis{p.kl_label, "nats", p.kl_log, {}, {}};
-  if (bucket > 1) o.note = fmt::format("each point averages {} consecutive positions", bucket);
-  return o;
-}
-
-std::string no_range_plot(PlotOptions o, const std::string& why) {
-  o.note = why;
-  return line_plot(o, {});
-}
-
-std::string recipe_plots(const RunData& run, std::size_t ri, const PlotData& p, const ReportOptions& opt) {
-  const RecipeResult& r = run.recipes[ri];
-  const std::string sid = slug(r.name);
-  std::string o = "<div class=\"plots\">\n";
-  const auto* abs = token_metric(r, "abs_log_ratio");
-  const auto* ratio = token_metric(r, "ratio");
-  // |log ratio|
-  if (p.abs_range && abs) {
-    Bins b = bin_values(*abs, p.abs_range->lo, p.abs_range->hi, opt.hist_bins, true);
-    PlotOptions h = hist_abs_opts("hist-abs-log-ratio-" + sid, "Histogram of |log ratio|: " + r.name);
-    h.note = count_note(b, true);
-    o += histogram_plot(h, {{r.name, ri, std::move(b)}});
-    Series s = cdf_series(*abs, opt.cdf_points, true);
-    s.label = r.name;
-    s.color = ri;
-    o += line_plot(cdf_opts("cdf-abs-log-ratio-" + sid, "CDF of |log ratio|: " + r.name, true, *p.abs_range),
-                   {s});
-  } else {
-    o += no_range_plot(hist_abs_opts("hist-abs-log-ratio-" + sid, "Histogram of |log ratio|: " + r.name),
-                       "every |log ratio| is 0 or not finite");
-  }
-  // ratio
-  if (p.r_range && ratio) {
-    Bins b = bin_values(*ratio, p.r_range->lo, p.r_range->hi, opt.hist_bins, true);
-    PlotOptions h = hist_r_opts("hist-ratio-" + sid, "Histogram of the importance ratio: " + r.name);
-    h.note = count_note(b, false);
-    o += histogram_plot(h, {{r.name, ri, std::move(b)}});
-    Series s = cdf_series(*ratio, opt.cdf_points, true);
-    s.label = r.name;
-    s.color = ri;
-    o += line_plot(cdf_opts("cdf-ratio-" + sid, "CDF of the importance ratio: " + r.name, false, *p.r_range),
-                   {s});
-  } else {
-    o += no_range_plot(hist_r_opts("hist-ratio-" + sid, "Histogram of the importance ratio: " + r.name),
-                       "every ratio is exactly 1 or not finite");
-  }
-  // KL per position
-  const PositionCurve& kc = p.kl_curves[ri];
-  Series ks{r.name, ri, kc.position, kc.mean, true};
-  o += line_plot(kl_opts("kl-position-" + sid, "Mean KL per response position: " + r.name, p, kc.bucket),
-                 {ks});
-  // Per-layer bars
-  std::vector<BarSeries> bars;
-  std::vector<std::string> order = {"rel_l2_gen_train", "rel_l2_gen_oracle", "rel_l2_train_oracle"};
-  for (const auto& [k, v] : r.layers)
-    if (std::find(order.begin(), order.end(), k) == order.end()) order.push_back(k);
-  std::size_t L = 0, color = 0;
-  bool positive = true;
-  for (const auto& name : order) {
-    auto it = r.layers.find(name);
-    if (it == r.layers.end()) continue;
-    std::string label = name;
-    if (name == "rel_l2_gen_train")
-      label = "gen vs train";
-    else if (name == "rel_l2_gen_oracle")
-      label = "gen vs oracle";
-    else if (name == "rel_l2_train_oracle")
-      label = "train vs oracle";
-    bars.push_back({label, color++, it->second});
-    L = std::max(L, it->second.size());
-    for (double x : it->second) positive = positive && x > 0;
-  }
-  if (!bars.empty() && L > 0) {
-    std::vector<std::string> cats;
-    for (std::size_t l = 0; l < L; ++l) cats.push_back(std::to_string(l));
-    PlotOptions b;
-    b.id = "layers-" + sid;
-    b.title = "Per-layer hidden-state divergence: " + r.name;
-    b.x = Axis{"decoder layer (output)", "index", false, {}, {}};
-    b.y = Axis{"relative L2 ||a - b|| / ||b||", "", positive, {}, {}};
-    b.width = bar_chart_width(L * bars.size());
-    o += bar_chart(b, cats, bars);
-  }
-  o += "</div>\n";
-  return o;
-}
-
-std::string comparison_plots(const RunData& run, const PlotData& p, const ReportOptions& opt) {
-  std::string o = R"(<section id="compare"><h2>Recipes side by side</h2><div class="plots">)";
-  o += "\n";
-  if (p.abs_range) {
-    std::vector<HistSeries> hs;
-    std::vector<Series> cs;
-    for (std::size_t i = 0; i < run.recipes.size(); ++i) {
-      const auto* abs = token_metric(run.recipes[i], "abs_log_ratio");
-      if (!abs) continue;
-      hs.push_back(
-          {run.recipes[i].name, i, bin_values(*abs, p.abs_range->lo, p.abs_range->hi, opt.hist_bins, true)});
-      Series s = cdf_series(*abs, opt.cdf_points, true);
-      s.label = run.recipes[i].name;
-      s.color = i;
-      cs.push_back(std::move(s));
-    }
-    PlotOptions h = hist_abs_opts("compare-hist-abs-log-ratio", "Histogram of |log ratio|, all recipes");
-    h.note = "exact zeros are not shown on the log axis";
-    o += histogram_plot(h, hs);
-    o += line_plot(
-        cdf_opts("compare-cdf-abs-log-ratio", "CDF of |log ratio|, all recipes", true, *p.abs_range), cs);
-  }
-  if (p.r_range) {
-    std::vector<Series> cs;
-    for (std::size_t i = 0; i < run.recipes.size(); ++i) {
-      const auto* ratio = token_metric(run.recipes[i], "ratio");
-      if (!ratio) continue;
-      Series s = cdf_series(*ratio, opt.cdf_points, true);
-      s.label = run.recipes[i].name;
-      s.color = i;
-      cs.push_back(std::move(s));
-    }
-    o += line_plot(
-        cdf_opts("compare-cdf-ratio", "CDF of the importance ratio, all recipes", false, *p.r_range), cs);
-  }
-  {
-    std::vector<Series> ks;
-    std::size_t bucket = 1;
-    for (std::size_t i = 0; i < run.recipes.size(); ++i) {
-      ks.push_back({run.recipes[i].name, i, p.kl_curves[i].position, p.kl_curves[i].mean, true});
-      bucket = std::max(bucket, p.kl_curves[i].bucket);
-    }
-    o += line_plot(kl_opts("compare-kl-position", "Mean KL per response position, all recipes", p, bucket),
-                   ks);
-  }
-  {
-    std::vector<BarSeries> bars;
-    std::size_t L = 0;
-    bool positive = true;
-    for (std::size_t i = 0; i < run.recipes.size(); ++i) {
-      auto it = run.recipes[i].layers.find("rel_l2_gen_train");
-      if (it == run.recipes[i].layers.end()) continue;
-      bars.push_back({run.recipes[i].name, i, it->second});
-      L = std::max(L, it->second.size());
-      for (double x : it->second) positive = positive && x > 0;
-    }
-    if (!bars.empty() && L > 0) {
-      std::vector<std::string> cats;
-      for (std::size_t l = 0; l < L; ++l) cats.push_back(std::to_string(l));
-      PlotOptions b;
-      b.id = "compare-layers";
-      b.title = "Per-layer divergence gen vs train, all recipes";
-      b.x = Axis{"decoder layer (output)", "index", false, {}, {}};
-      b.y = Axis{"relative L2, gen vs train", "", positive, {}, {}};
-      b.width = bar_chart_width(L * bars.size());
-      o += bar_chart(b, cats, bars);
-    }
-  }
-  o += "</div></section>\n";
-  return o;
-}
-
 // A numeric table cell: the value to 6 significant digits, its exact text in data-v (sorting,
 // tests); `col` names the column (data-col) when given.
 std::string num_td(double v, const std::string& col = "") {
@@ -591,7 +259,7 @@ std::string page_open(const std::string& title) {
   o += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n";
   o += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\n";
   o += fmt::format("<title>{}</title>\n", esc(title));
-  o += fmt::format("<style>{}</style>\n</head>\n<body>\n<main>\n", kCss);
+  o += fmt::format("<style>{}</style>\n</head>\n<body>\n<main>\n", kReportCss);
   return o;
 }
 
@@ -600,7 +268,7 @@ std::string page_close() {
       "<footer>Generated by rlparity {} report. Self-contained: no external resources.</footer>\n",
       esc(version()));
   o += "</main>\n<script>";
-  o += kJs;
+  o += kReportJs;
   o += "</script>\n</body>\n</html>\n";
   return o;
 }
@@ -639,88 +307,6 @@ std::string worst_table(const RunData& run, const RecipeResult& r, const ReportO
 }
 
 }  // namespace
-
-std::vector<WorstToken> worst_tokens(const RunData& run, const RecipeResult& recipe, std::size_t cap) {
-  std::vector<WorstToken> out;
-  const auto* lr = token_metric(recipe, "log_ratio");
-  if (!lr) return out;
-  const auto* lg = token_metric(recipe, "logp_gen");
-  const auto* lt = token_metric(recipe, "logp_train");
-  const auto* kl = token_metric(recipe, "kl_gen_train");
-  std::vector<std::size_t> idx(lr->size());
-  for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = i;
-  auto key = [&](std::size_t i) {
-    const double a = std::abs((*lr)[i]);
-    return std::isnan(a) ? std::numeric_limits<double>::infinity() * 2 : a;  // NaN first
-  };
-  auto worse = [&](std::size_t a, std::size_t b) {
-    const double ka = key(a), kb = key(b);
-    const bool na = std::isnan((*lr)[a]), nb = std::isnan((*lr)[b]);
-    if (na != nb) return na;
-    if (ka != kb) return ka > kb;
-    return a < b;
-  };
-  const std::size_t k = std::min(cap, idx.size());
-  std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(k), idx.end(), worse);
-  const std::vector<int64_t> ro = response_offsets(run.seq_offsets, run.prompt_lengths);
-  for (std::size_t j = 0; j < k; ++j) {
-    const std::size_t i = idx[j];
-    WorstToken w;
-    w.index = i;
-    auto it = std::upper_bound(ro.begin(), ro.end(), static_cast<int64_t>(i));
-    const auto s = static_cast<std::size_t>(std::max<std::ptrdiff_t>(0, (it - ro.begin()) - 1));
-    w.sequence = s;
-    if (s < run.seq_ids.size()) w.sequence_id = run.seq_ids[s];
-    if (s < ro.size()) w.position = i - static_cast<std::size_t>(ro[s]);
-    if (s < run.prompt_lengths.size() && s + 1 < run.seq_offsets.size()) {
-      const auto t = static_cast<std::size_t>(run.seq_offsets[s] + run.prompt_lengths[s]) + w.position;
-      if (t < run.token_ids.size()) w.token_id = run.token_ids[t];
-    }
-    w.logp_gen = lg && i < lg->size() ? (*lg)[i] : kNaN;
-    w.logp_train = lt && i < lt->size() ? (*lt)[i] : kNaN;
-    w.log_ratio = (*lr)[i];
-    w.kl = kl && i < kl->size() ? (*kl)[i] : kNaN;
-    out.push_back(w);
-  }
-  return out;
-}
-
-PositionCurve per_position_mean(const RunData& run, const std::vector<double>& v, std::size_t max_points) {
-  PositionCurve c;
-  const std::vector<int64_t> ro = response_offsets(run.seq_offsets, run.prompt_lengths);
-  std::size_t maxlen = 0;
-  for (std::size_t s = 0; s + 1 < ro.size(); ++s)
-    maxlen = std::max(maxlen, static_cast<std::size_t>(ro[s + 1] - ro[s]));
-  if (maxlen == 0 || ro.empty() || static_cast<std::size_t>(ro.back()) != v.size()) return c;
-  if (max_points < 1) max_points = 1;
-  c.bucket = (maxlen + max_points - 1) / max_points;
-  const std::size_t nb = (maxlen + c.bucket - 1) / c.bucket;
-  std::vector<double> sum(nb, 0.0), cnt(nb, 0.0);
-  for (std::size_t s = 0; s + 1 < ro.size(); ++s)
-    for (auto i = ro[s]; i < ro[s + 1]; ++i) {
-      const double x = v[static_cast<std::size_t>(i)];
-      if (std::isnan(x)) continue;
-      const auto b = static_cast<std::size_t>(i - ro[s]) / c.bucket;
-      sum[b] += x;
-      cnt[b] += 1;
-    }
-  for (std::size_t b = 0; b < nb; ++b) {
-    c.position.push_back(static_cast<double>(b * c.bucket));
-    c.mean.push_back(cnt[b] > 0 ? sum[b] / cnt[b] : kNaN);
-  }
-  return c;
-}
-
-std::vector<std::string> headline_statistics(const gate::GateResult* g) {
-  std::vector<std::string> out = gate::headline_statistics();
-  if (g) {
-    std::set<std::string> extra;
-    for (const auto& c : g->checks)
-      if (std::find(out.begin(), out.end(), c.statistic) == out.end()) extra.insert(c.statistic);
-    out.insert(out.end(), extra.begin(), extra.end());
-  }
-  return out;
-}
 
 std::string render_html(const RunData& run, const ReportOptions& opt) {
   const Verdicts verdicts(opt.gate);
@@ -802,7 +388,7 @@ std::string render_html(const RunData& run, const ReportOptions& opt) {
   o += attribution_html(run);
   if (opt.inspect) o += inspect_html(*opt.inspect, opt.inspect_path);
 
-  const PlotData pd = prepare(run, opt);
+  const PlotData pd = prepare_plots(run, opt);
   o += comparison_plots(run, pd, opt);
   for (std::size_t i = 0; i < run.recipes.size(); ++i) {
     const auto& r = run.recipes[i];

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "rlparity/inspect/inspect.hpp"
-#include "rlparity/io/run_data.hpp"
 #include "rlparity/report/svg.hpp"
+#include "rlparity/run/run_data.hpp"
 
 namespace rlp::report {
 

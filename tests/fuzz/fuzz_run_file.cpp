@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "fuzz_util.hpp"
-#include "rlparity/io/run_data.hpp"
+#include "rlparity/io/run_file.hpp"
 #include "rlparity/util/error.hpp"
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {

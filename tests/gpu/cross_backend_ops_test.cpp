@@ -170,8 +170,8 @@ std::vector<float> randn(std::size_t n, unsigned seed, float scale, bool round_b
   return x;
 }
 
-EmulatedOps::Mat mat(int rows, int cols, unsigned seed, float scale) {
-  EmulatedOps::Mat m(rows, cols);
+HostMat mat(int rows, int cols, unsigned seed, float scale) {
+  HostMat m(rows, cols);
   const auto v = randn(static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols), seed, scale);
   std::copy(v.begin(), v.end(), m.data());
   return m;
@@ -485,7 +485,7 @@ void exact_fp8_case(Outputs& o, int M, int N, int K, int split_k, num::Promotion
 // Attention on both backends: a prefill of 40 rows, then two decode steps; the outputs (and the
 // caches' contents when `caches`) compared.
 void attention_steps(Outputs& o, const EmulatedOps& c, const cuda::CudaOps& g, bool caches) {
-  using M = EmulatedOps::Mat;
+  using M = HostMat;
   auto cc = c.new_cache(64);
   auto cg = g.new_cache(64);
   int pos0 = 0;
@@ -538,7 +538,7 @@ void forward_case(Outputs& o, const PreparedWeights& w, const PathStyle& st, Seq
 std::vector<OpCase> cases() {
   std::vector<OpCase> t;
 #if RLPARITY_HAVE_CUDA
-  using M = EmulatedOps::Mat;
+  using M = HostMat;
   const int H = 256;
   t.push_back({"cast", "bf16", 0, Fmt::bf16, [](Outputs& o) {
                  std::string why;

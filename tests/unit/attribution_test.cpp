@@ -8,8 +8,10 @@
 
 #include <filesystem>
 
+#include "rlparity/io/run_file.hpp"
 #include "rlparity/model/checkpoint_writer.hpp"
 #include "rlparity/util/error.hpp"
+#include "unit/outlier_checkpoint_test_util.hpp"
 
 namespace rlp {
 namespace {
@@ -20,15 +22,6 @@ class Attribution : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new fs::path(fs::temp_directory_path() / ("rlp_attr_" + std::to_string(::getpid())));
-    RandomCheckpointOptions co;
-    co.hidden = 256;
-    co.intermediate = 384;
-    co.layers = 4;
-    co.heads = 4;
-    co.kv_heads = 2;
-    co.vocab = 256;
-    co.seed = 21;
-    co.outlier_layer = 2;
     // fp8 e4m3 is a floating format: an outlier weight column only hurts its blocks once their
     // spread exceeds the format's range (448 / 2^-9); at 100x the other weights keep their relative
     // precision. And a large input column dominates the layer's output (and amplifies upstream
@@ -36,9 +29,7 @@ class Attribution : public ::testing::Test {
     // norm weights and projections compensate each other. So: a 10^6x column in layer 2's
     // q/k/v/gate/up, and that channel's RMSNorm weights divided by 10^6 (function unchanged
     // up to rounding, weights hard to quantize: the rest of the column's blocks flush to zero).
-    co.outlier_scale = 1e6;
-    co.outlier_channel = 5;
-    co.out = (*dir_ / "raw").string();
+    RandomCheckpointOptions co = rlp_test::outlier_checkpoint_options((*dir_ / "raw").string(), 21, 1e6, 5);
     write_random_checkpoint(co);
     {
       const Checkpoint raw = Checkpoint::open(co.out);

@@ -6,12 +6,13 @@
 #include <nlohmann/json.hpp>
 
 #include "rlparity/compare/engine_dumps.hpp"
-#include "rlparity/io/run_data.hpp"
+#include "rlparity/io/run_file.hpp"
 #include "rlparity/util/error.hpp"
 #include "unit/gate_test_util.hpp"
 
 using namespace rlp;
 using namespace rlp::compare;
+using rlp_test::input_error_message;
 using rlp_test::TempDir;
 using rlp_test::write_text;
 
@@ -24,17 +25,6 @@ const char* kCombined =
     "\n\n"
     R"({"id": 7, "prompt": [3], "response": [12], "gen_logprobs": [-0.5], "train_logprobs": [-0.5], "extra": "ignored"})"
     "\n";
-
-template <class F>
-std::string input_error_message(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an InputError";
-  return {};
-}
 
 }  // namespace
 

@@ -11,14 +11,14 @@
 #include <sstream>
 #include <string>
 
-#include "io/h5_util.hpp"
 #include "model/safetensors.hpp"
 #include "rlparity/compare/engine_dumps.hpp"
-#include "rlparity/io/run_data.hpp"
+#include "rlparity/io/run_file.hpp"
 #include "rlparity/model/checkpoint.hpp"
 #include "rlparity/replay/inputs.hpp"
 #include "rlparity/util/error.hpp"
 #include "rlparity/util/json_depth.hpp"
+#include "unit/h5_damage_test_util.hpp"
 #include "unit/scratch_test_util.hpp"
 
 namespace {
@@ -143,8 +143,7 @@ TEST_F(FuzzRegressions, DeepNestingInRunFileJsonAttribute) {
   {
     const hid_t f = H5Fopen(p.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
     ASSERT_GE(f, 0);
-    ASSERT_GE(H5Adelete(f, "extra"), 0);
-    rlp::h5::write_attr_string(f, "extra", nest(kDeep), "/extra");
+    rlp_test::replace_string_attr(f, "extra", nest(kDeep));
     H5Fclose(f);
   }
   const std::string msg = input_error([&] { rlp::read_run_file(p); });

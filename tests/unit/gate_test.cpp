@@ -10,12 +10,13 @@
 
 #include "rlparity/gate/report_writers.hpp"
 #include "rlparity/gate/thresholds.hpp"
-#include "rlparity/io/run_data.hpp"
+#include "rlparity/io/run_file.hpp"
 #include "rlparity/util/error.hpp"
 #include "unit/gate_test_util.hpp"
 
 using namespace rlp;
 using namespace rlp::gate;
+using rlp_test::input_error_message;
 using rlp_test::TempDir;
 
 namespace {
@@ -49,17 +50,6 @@ const Check& find_check(const GateResult& r, const std::string& recipe, const st
   for (const auto& c : r.checks)
     if (c.recipe == recipe && c.statistic == stat) return c;
   throw std::runtime_error("no check " + recipe + "/" + stat);
-}
-
-template <class F>
-std::string input_error_message(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an InputError";
-  return {};
 }
 
 }  // namespace

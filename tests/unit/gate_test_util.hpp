@@ -1,6 +1,7 @@
 // Helpers shared by gate_test.cpp and compare_test.cpp: temporary directories, running the CLI,
-// and a small XML well-formedness parser for the JUnit output.
+// the message of an expected InputError, and a small XML well-formedness parser for the JUnit output.
 #pragma once
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +16,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "rlparity/util/error.hpp"
 
 namespace rlp_test {
 
@@ -238,5 +241,17 @@ class XmlParser {
 };
 
 inline XmlElement parse_xml(const std::string& s) { return XmlParser(s).parse_document(); }
+
+// The message of the rlp::InputError `f` throws; a test failure (and "") when it throws none.
+template <class F>
+std::string input_error_message(F&& f) {
+  try {
+    f();
+  } catch (const rlp::InputError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an InputError";
+  return {};
+}
 
 }  // namespace rlp_test

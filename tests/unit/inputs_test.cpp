@@ -8,29 +8,23 @@
 #include <fstream>
 
 #include "rlparity/util/error.hpp"
+#include "unit/scratch_test_util.hpp"
 
 namespace rlp {
 namespace {
 
 namespace fs = std::filesystem;
 
-class InputsTest : public ::testing::Test {
+class InputsTest : public rlp_test::ScratchDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("rlp_inputs_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string write(const std::string& text, const std::string& name = "in.jsonl") {
-    const fs::path p = dir_ / name;
-    std::ofstream(p, std::ios::binary) << text;
-    return p.string();
+  // Writes an inputs file and returns its path.
+  std::string write_inputs(const std::string& text, const std::string& name = "in.jsonl") {
+    return write(name, text);
   }
   // Expects an InputError whose message contains the path and every fragment.
   void expect_error(const std::string& text, std::initializer_list<std::string> fragments, int vocab = 100,
                     int ctx = 16) {
-    const std::string path = write(text);
+    const std::string path = write_inputs(text);
     try {
       read_inputs_jsonl(path, vocab, ctx);
       ADD_FAILURE() << "no error for:\n" << text;
@@ -41,13 +35,12 @@ class InputsTest : public ::testing::Test {
         EXPECT_NE(msg.find(f), std::string::npos) << "missing '" << f << "' in: " << msg;
     }
   }
-  fs::path dir_;
 };
 
 const std::string kGood = R"({"id": "a", "prompt": [1, 2, 3], "response": [4, 5]})";
 
 TEST_F(InputsTest, ReadsValidFile) {
-  const std::string path = write(
+  const std::string path = write_inputs(
       "{\"id\": \"q1\", \"prompt\": [1, 2], \"response\": [3], \"logprobs\": [-0.5]}\r\n"
       "\n"
       "   \n"
@@ -71,8 +64,8 @@ TEST_F(InputsTest, ReadsValidFile) {
 }
 
 TEST_F(InputsTest, ContextBoundaryIsInclusive) {
-  const std::string path = write(R"({"id": 1, "prompt": [1, 2, 3], "response": [4]})"
-                                 "\n");
+  const std::string path = write_inputs(R"({"id": 1, "prompt": [1, 2, 3], "response": [4]})"
+                                        "\n");
   EXPECT_EQ(read_inputs_jsonl(path, 100, 4).size(), 1u);
 }
 

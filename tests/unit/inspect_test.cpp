@@ -18,6 +18,7 @@
 #include "rlparity/numerics/quantize.hpp"
 #include "rlparity/util/error.hpp"
 #include "rlparity/util/parallel.hpp"
+#include "unit/outlier_checkpoint_test_util.hpp"
 
 namespace rlp {
 namespace {
@@ -274,7 +275,7 @@ TEST(Inspect, FastPathEqualsScalarHeaderOnEveryElement) {
 }
 
 // One pass runs every convention on each block and lets conventions that quantize a block
-// identically share one kernel run and one error sum (see inspect.cpp). Each convention's numbers
+// identically share one kernel run and one error sum (see block_stats.cpp). Each convention's numbers
 // must be exactly those it gets alone (no sharing) or next to TE alone: the sums bit for bit.
 // Many blocks per row, so sharing starts, breaks and resumes along the rows: deepgemm's fp32 scale
 // matches TE's in some blocks only, vllm's pow2 divisor is TE's pow2 multiplier inverted, one
@@ -333,19 +334,8 @@ TEST(Inspect, TensorNames) {
 
 TEST(Inspect, CheckpointRanksTheOutlierLayerAndWritesHdf5) {
   const auto dir = std::filesystem::temp_directory_path() / ("rlp_inspect_" + std::to_string(::getpid()));
-  RandomCheckpointOptions co;
-  co.hidden = 256;
-  co.intermediate = 384;
-  co.layers = 4;
-  co.heads = 4;
-  co.kv_heads = 2;
-  co.vocab = 256;
+  RandomCheckpointOptions co = rlp_test::outlier_checkpoint_options((dir / "ckpt").string(), 7, 100.0, 3);
   co.dtype = DType::bf16;
-  co.seed = 7;
-  co.outlier_layer = 2;
-  co.outlier_scale = 100.0;
-  co.outlier_channel = 3;
-  co.out = (dir / "ckpt").string();
   write_random_checkpoint(co);
   const Checkpoint ckpt = Checkpoint::open(co.out);
   const InspectResult r = inspect_checkpoint(ckpt);

@@ -164,7 +164,7 @@ RecipeResult hand_recipe() {
 
 TEST(FinalizeRecipe, HandComputedTokenAndSequenceValues) {
   RecipeResult r = hand_recipe();
-  finalize_recipe(r, {0, 2, 3}, StatsOptions{});
+  compute_recipe_statistics(r, {0, 2, 3}, StatsOptions{});
   const double a = kLn2, e = 1e-12;
   const auto& t = r.tokens;
   EXPECT_NEAR(t.at("log_ratio")[0], a, e);
@@ -201,7 +201,7 @@ TEST(FinalizeRecipe, HandComputedTokenAndSequenceValues) {
 
 TEST(FinalizeRecipe, HandComputedSummary) {
   RecipeResult r = hand_recipe();
-  finalize_recipe(r, {0, 2, 3}, StatsOptions{});
+  compute_recipe_statistics(r, {0, 2, 3}, StatsOptions{});
   const auto& m = r.summary;
   const double a = kLn2, e = 1e-12;
   EXPECT_NEAR(m.at("mean_abs_log_ratio"), 2 * a / 3, e);
@@ -252,7 +252,7 @@ TEST(FinalizeRecipe, HandComputedSummary) {
 
 TEST(FinalizeRecipe, IsCapFractionsAndAsymmetricKlErrors) {
   RecipeResult r = hand_recipe();
-  finalize_recipe(r, {0, 3}, StatsOptions{1.5});
+  compute_recipe_statistics(r, {0, 3}, StatsOptions{1.5});
   EXPECT_NEAR(r.summary.at("tis_clip_frac"), 1.0 / 3, 1e-15);  // r = 2 > 1.5
   EXPECT_NEAR(r.summary.at("mis_mask_frac"), 2.0 / 3, 1e-15);  // 2 and 1/2 outside [2/3, 3/2]
 
@@ -260,7 +260,7 @@ TEST(FinalizeRecipe, IsCapFractionsAndAsymmetricKlErrors) {
   RecipeResult one;
   one.tokens["logp_gen"] = {std::log(0.25)};
   one.tokens["logp_train"] = {std::log(0.5)};
-  finalize_recipe(one, {0, 1}, StatsOptions{});
+  compute_recipe_statistics(one, {0, 1}, StatsOptions{});
   EXPECT_NEAR(one.summary.at("gen_kl_error"), 1 - kLn2, 1e-12);
   EXPECT_NEAR(one.summary.at("policy_kl_error"), kLn2 - 0.5, 1e-12);
   EXPECT_NEAR(one.summary.at("k1"), -kLn2, 1e-12);
@@ -275,7 +275,7 @@ TEST(FinalizeRecipe, IdenticalPathsGiveZeroDivergence) {
   RecipeResult r;
   r.tokens["logp_gen"] = {-0.1, -2.0, -5.5, -0.01};
   r.tokens["logp_train"] = r.tokens["logp_gen"];
-  finalize_recipe(r, {0, 1, 4}, StatsOptions{});
+  compute_recipe_statistics(r, {0, 1, 4}, StatsOptions{});
   for (const char* k :
        {"mean_abs_log_ratio", "max_abs_log_ratio", "k1", "k2", "k3", "gen_kl_error", "policy_kl_error",
         "chi2_token", "chi2_seq", "tis_clip_frac", "mis_mask_frac", "rollout_probs_diff_max"})
@@ -289,7 +289,7 @@ TEST(FinalizeRecipe, EmptySequencesAndBadInputs) {
   RecipeResult r;
   r.tokens["logp_gen"] = {-1.0};
   r.tokens["logp_train"] = {-1.5};
-  finalize_recipe(r, {0, 0, 1}, StatsOptions{});  // first sequence has no response tokens
+  compute_recipe_statistics(r, {0, 0, 1}, StatsOptions{});  // first sequence has no response tokens
   EXPECT_EQ(r.sequences.at("length")[0], 0.0);
   EXPECT_EQ(r.sequences.at("sum_log_ratio")[0], 0.0);
   EXPECT_TRUE(std::isnan(r.sequences.at("mean_abs_log_ratio")[0]));
@@ -297,13 +297,13 @@ TEST(FinalizeRecipe, EmptySequencesAndBadInputs) {
 
   RecipeResult bad;
   bad.tokens["logp_gen"] = {-1.0, -2.0};
-  EXPECT_THROW(finalize_recipe(bad, {0, 2}, StatsOptions{}), Error);  // no logp_train
+  EXPECT_THROW(compute_recipe_statistics(bad, {0, 2}, StatsOptions{}), Error);  // no logp_train
   bad.tokens["logp_train"] = {-1.0};
-  EXPECT_THROW(finalize_recipe(bad, {0, 2}, StatsOptions{}), Error);  // length mismatch
+  EXPECT_THROW(compute_recipe_statistics(bad, {0, 2}, StatsOptions{}), Error);  // length mismatch
   bad.tokens["logp_train"] = {-1.0, -2.0};
-  EXPECT_THROW(finalize_recipe(bad, {0, 3}, StatsOptions{}), Error);     // offsets past the end
-  EXPECT_THROW(finalize_recipe(bad, {0, 2}, StatsOptions{1.0}), Error);  // cap must exceed 1
-  EXPECT_NO_THROW(finalize_recipe(bad, {0, 2}, StatsOptions{}));
+  EXPECT_THROW(compute_recipe_statistics(bad, {0, 3}, StatsOptions{}), Error);     // offsets past the end
+  EXPECT_THROW(compute_recipe_statistics(bad, {0, 2}, StatsOptions{1.0}), Error);  // cap must exceed 1
+  EXPECT_NO_THROW(compute_recipe_statistics(bad, {0, 2}, StatsOptions{}));
 }
 
 TEST(ResponseOffsets, FromInputsLayout) {
@@ -314,7 +314,7 @@ TEST(ResponseOffsets, FromInputsLayout) {
 
 TEST(SummaryTable, RowsAndMissingValues) {
   RecipeResult a = hand_recipe();
-  finalize_recipe(a, {0, 2, 3}, StatsOptions{});
+  compute_recipe_statistics(a, {0, 2, 3}, StatsOptions{});
   RecipeResult b;
   b.name = "fp8-gen";
   b.summary["num_tokens"] = 12;

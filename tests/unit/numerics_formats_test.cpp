@@ -157,5 +157,19 @@ TEST(NumericsFormats, HandWorked) {
   EXPECT_EQ(float_to_ue8m0(4.0f, Pow2Rounding::up, Saturation::none), 129);
 }
 
+// The Half16 forms are the bf16/fp16 functions they name, bit for bit.
+TEST(NumericsFormats, Half16IsBf16OrFp16) {
+  for (uint32_t h = 0; h < 0x10000u; h += 7) {
+    const auto b = static_cast<uint16_t>(h);
+    EXPECT_EQ(f32_bits(half16_bits_to_float(b, Half16::bf16)), f32_bits(bf16_bits_to_float(b)));
+    EXPECT_EQ(f32_bits(half16_bits_to_float(b, Half16::fp16)), f32_bits(fp16_bits_to_float(b)));
+    const float x = bits_f32(h * 65521u);
+    EXPECT_EQ(float_to_half16_bits(x, Half16::bf16), float_to_bf16_bits(x));
+    EXPECT_EQ(float_to_half16_bits(x, Half16::fp16), float_to_fp16_bits(x));
+    EXPECT_EQ(f32_bits(round_half16(x, Half16::bf16)), f32_bits(round_bf16(x)));
+    EXPECT_EQ(f32_bits(round_half16(x, Half16::fp16)), f32_bits(round_fp16(x)));
+  }
+}
+
 }  // namespace
 }  // namespace rlp::num

@@ -196,5 +196,20 @@ TEST(NumericsScaling, FastEncoderMatchesGenericOnRandomFloats) {
   }
 }
 
+// NeMo RL's edge padding: the tensor's last element joins the amax of partial blocks in
+// nemo_refit only; a NaN there makes the torch amax NaN, and full blocks never see it.
+TEST(NumericsScaling, BlockAmaxEdgePadding) {
+  const uint32_t two = f32_bits(2.0f);
+  EXPECT_EQ(block_amax(two, false, true, -5.0f, ScaleConvention::nemo_refit), 5.0f);
+  EXPECT_EQ(block_amax(two, false, false, -5.0f, ScaleConvention::nemo_refit), 2.0f);
+  EXPECT_EQ(block_amax(two, false, true, -5.0f, ScaleConvention::te), 2.0f);
+  EXPECT_EQ(block_amax(two, false, true, -1.0f, ScaleConvention::nemo_refit), 2.0f);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_TRUE(std::isnan(block_amax(two, false, true, nan, ScaleConvention::nemo_refit)));
+  EXPECT_EQ(block_amax(two, false, true, nan, ScaleConvention::deepgemm), 2.0f);  // no padding
+  EXPECT_TRUE(std::isnan(block_amax(two, true, false, 0.0f, ScaleConvention::deepgemm)));
+  EXPECT_EQ(block_amax(two, true, false, 0.0f, ScaleConvention::vllm), 2.0f);  // fmaxf: NaN loses
+}
+
 }  // namespace
 }  // namespace rlp::num

@@ -19,7 +19,7 @@
 #include "rlparity/gate/gate.hpp"
 #include "rlparity/gate/thresholds.hpp"
 #include "rlparity/inspect/inspect.hpp"
-#include "rlparity/io/run_data.hpp"
+#include "rlparity/io/run_file.hpp"
 #include "rlparity/metrics/statistics.hpp"
 #include "rlparity/model/checkpoint_writer.hpp"
 #include "rlparity/report/svg.hpp"
@@ -93,7 +93,7 @@ rlp::RunData make_run(const SynthSpec& sp) {
     r.layers["rel_l2_gen_train"] = gt;
     r.layers["rel_l2_gen_oracle"] = go;
     r.layers["rel_l2_train_oracle"] = to;
-    rlp::finalize_recipe(r, ro, rlp::StatsOptions{});
+    rlp::compute_recipe_statistics(r, ro, rlp::StatsOptions{});
     run.recipes.push_back(std::move(r));
   }
   return run;
@@ -529,7 +529,8 @@ TEST(ReportHtmlEdge, RunWithoutKlOrDivergenceStillRenders) {
   r.tokens.erase("log_ratio");
   r.tokens["logp_train"] = r.tokens["logp_gen"];
   r.layers.clear();
-  rlp::finalize_recipe(r, rlp::response_offsets(run.seq_offsets, run.prompt_lengths), rlp::StatsOptions{});
+  rlp::compute_recipe_statistics(r, rlp::response_offsets(run.seq_offsets, run.prompt_lengths),
+                                 rlp::StatsOptions{});
   const auto html = rlp::report::render_html(run, default_opts());
   EXPECT_NO_THROW(parse_html(html));
   EXPECT_NE(html.find("every |log ratio| is 0"), std::string::npos);

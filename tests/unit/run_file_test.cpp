@@ -1,5 +1,7 @@
 // write_run_file / read_run_file: round trip, overwrite refusal, atomicity on failure (missing
 // directory, file-size limit), schema version check, and h5py readability.
+#include "rlparity/io/run_file.hpp"
+
 #include <gtest/gtest.h>
 #include <hdf5.h>
 #include <sys/resource.h>
@@ -13,9 +15,10 @@
 #include <iterator>
 #include <random>
 
-#include "rlparity/io/run_data.hpp"
 #include "rlparity/metrics/statistics.hpp"
 #include "rlparity/util/error.hpp"
+#include "unit/h5_damage_test_util.hpp"
+#include "unit/scratch_test_util.hpp"
 
 namespace rlp {
 namespace {
@@ -65,7 +68,7 @@ RunData make_run(int S = 4, int response_scale = 1) {
                  {"kl_gen_train", kl}, {"kl_train_gen", klr}, {"top1_agree", agree}};
     rr.layers["rel_l2_gen_train"] = {1e-3, 2e-3, 3e-3, 4e-3, 5e-3};
     rr.layers["rel_l2_gen_oracle"] = {1e-4, 2e-4, 3e-4, 4e-4, 5e-4};
-    finalize_recipe(rr, response_offsets(run.seq_offsets, run.prompt_lengths), StatsOptions{});
+    compute_recipe_statistics(rr, response_offsets(run.seq_offsets, run.prompt_lengths), StatsOptions{});
     run.recipes.push_back(std::move(rr));
   }
   return run;
@@ -116,15 +119,8 @@ void expect_equal(const RunData& a, const RunData& b) {
   }
 }
 
-class RunFileTest : public ::testing::Test {
+class RunFileTest : public rlp_test::ScratchDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("rlp_runfile_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string path(const std::string& name = "run.h5") const { return (dir_ / name).string(); }
   std::size_t files_in_dir() const {
     return static_cast<std::size_t>(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()));
@@ -133,7 +129,6 @@ class RunFileTest : public ::testing::Test {
     std::ifstream f(p, std::ios::binary);
     return std::string(std::istreambuf_iterator<char>(f), {});
   }
-  fs::path dir_;
 };
 
 std::string error_of(const std::function<void()>& f) {
@@ -168,7 +163,7 @@ TEST_F(RunFileTest, EmptyResponsesAndNoEngineLogprobs) {
   r.name = "bf16";
   r.tokens["logp_gen"] = {};
   r.tokens["logp_train"] = {};
-  finalize_recipe(r, {0, 0}, StatsOptions{});
+  compute_recipe_statistics(r, {0, 0}, StatsOptions{});
   run.recipes.push_back(r);
   write_run_file(path(), run, false);
   expect_equal(run, read_run_file(path()));
@@ -273,15 +268,7 @@ TEST_F(RunFileTest, SchemaVersionMismatchAndBrokenFiles) {
   write_run_file(path("b.h5"), make_run(), false);
   {
     hid_t f = H5Fopen(path("b.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
-    ASSERT_GE(H5Ldelete(f, "/recipes/fp8-gen/tokens/ratio", H5P_DEFAULT), 0);
-    const double x[2] = {1, 2};
-    const hsize_t dims[1] = {2};
-    hid_t sp = H5Screate_simple(1, dims, nullptr);
-    hid_t d = H5Dcreate2(f, "/recipes/fp8-gen/tokens/ratio", H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT,
-                         H5P_DEFAULT);
-    H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, x);
-    H5Dclose(d);
-    H5Sclose(sp);
+    rlp_test::replace_f64_dataset(f, "/recipes/fp8-gen/tokens/ratio", {1, 2});
     ASSERT_GE(H5Ldelete(f, "/inputs/prompt_lengths", H5P_DEFAULT), 0);
     H5Fclose(f);
   }
@@ -297,15 +284,7 @@ TEST_F(RunFileTest, InconsistentLengthsOnRead) {
   write_run_file(path(), make_run(), false);
   {
     hid_t f = H5Fopen(path().c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
-    ASSERT_GE(H5Ldelete(f, "/recipes/fp8-gen/tokens/ratio", H5P_DEFAULT), 0);
-    const double x[2] = {1, 2};
-    const hsize_t dims[1] = {2};
-    hid_t sp = H5Screate_simple(1, dims, nullptr);
-    hid_t d = H5Dcreate2(f, "/recipes/fp8-gen/tokens/ratio", H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT,
-                         H5P_DEFAULT);
-    H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, x);
-    H5Dclose(d);
-    H5Sclose(sp);
+    rlp_test::replace_f64_dataset(f, "/recipes/fp8-gen/tokens/ratio", {1, 2});
     H5Fclose(f);
   }
   const std::string m = error_of([&] { read_run_file(path()); });

@@ -57,10 +57,11 @@ struct Shared {
 // Times linear / attention / logprobs of the wrapped ops; everything else passes through.
 class TimedOps {
  public:
-  using Mat = rlp::EmulatedOps::Mat;
-  using Cache = rlp::EmulatedOps::Cache;
+  using Mat = rlp::HostMat;
+  using Cache = rlp::KvCache;
   explicit TimedOps(const rlp::EmulatedOps& ops) : ops_(ops) {}
   const rlp::ModelSpec& spec() const { return ops_.spec(); }
+  Cache new_cache(int capacity) const { return ops_.new_cache(capacity); }
   void embed(const int32_t* t, int n, Mat& h) const { ops_.embed(t, n, h); }
   void add_norm(Mat& r, const Mat* d, int l, rlp::NormSlot s, Mat& out) const {
     ops_.add_norm(r, d, l, s, out);

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "rlparity/io/run_data.hpp"
 #include "rlparity/metrics/statistics.hpp"
+#include "rlparity/run/run_data.hpp"
 
 namespace rlp::compare {
 

@@ -7,18 +7,14 @@
 #include <vector>
 
 #include "rlparity/gate/thresholds.hpp"
-#include "rlparity/io/run_data.hpp"
+#include "rlparity/metrics/metric_catalogue.hpp"
+#include "rlparity/run/run_data.hpp"
 
 namespace rlp::gate {
 
-// Which way a statistic gets worse, for baseline comparison.
-enum class Direction {
-  lower_is_better,   // most statistics: |dlogp|, KL, k3, chi2, token_mult_prob_error, ...
-  higher_is_better,  // ess, rollout_is_eff_sample_size, top1_agree_frac
-  closer_to_zero,    // signed estimators: k1, rollout_corr_kl (compared by |x|)
-  closer_to_one,     // ratio_* (compared by |x - 1|)
-};
-Direction direction_of(const std::string& statistic);
+// Which way a statistic gets worse, for baseline comparison: the catalogue's (metric_catalogue.hpp).
+using Direction = MetricDirection;
+Direction direction_of(const std::string& statistic);  // the catalogue's; lower_is_better when unknown
 const char* direction_name(Direction d);
 
 // True when `value` is worse than `base` by more than `tolerance` (relative): with badness b(x)
@@ -28,8 +24,8 @@ bool regressed(Direction d, double value, double base, double tolerance);
 // Signed relative change of the badness (positive = worse); NaN when the scale is 0.
 double relative_worsening(Direction d, double value, double base);
 
-// The statistics compared against a baseline when the thresholds do not name them (the columns of
-// the summary table).
+// The statistics compared against a baseline when the thresholds do not name them: the catalogue's
+// headline statistics (the columns of the summary table).
 const std::vector<std::string>& headline_statistics();
 
 enum class Verdict { pass, fail, missing };

@@ -34,9 +34,9 @@ struct Thresholds {
   bool empty() const { return defaults.bounds.empty() && defaults.max_regression.empty() && recipes.empty(); }
 };
 
-// Every statistic name a gate may reference: the summary attribute names finalize_recipe produces
-// (computed once by running it on a tiny synthetic recipe with every optional token metric, so the
-// list cannot drift from the implementation). Sorted.
+// Every statistic name a gate may reference: the stored names of the metric catalogue (a unit test
+// holds them equal to what compute_recipe_statistics writes). Sorted. A gate file may also use a catalogue
+// alias (mean_ratio for ratio_mean); it is read as the stored name.
 const std::vector<std::string>& valid_statistics();
 
 // Edit distance (insert/delete/substitute, each cost 1).

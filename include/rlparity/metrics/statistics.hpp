@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "rlparity/io/run_data.hpp"
+#include "rlparity/run/run_data.hpp"
 
 namespace rlp {
 
@@ -35,7 +35,8 @@ Distribution describe(const std::vector<double>& values);
 // `response_offsets` has S+1 entries: sequence s owns tokens [offsets[s], offsets[s+1]).
 // Throws rlp::Error when logp_gen/logp_train are missing, token arrays differ in length, or the
 // offsets are not 0 = o_0 <= ... <= o_S = number of tokens.
-void finalize_recipe(RecipeResult& r, const std::vector<int64_t>& response_offsets, const StatsOptions& opts);
+void compute_recipe_statistics(RecipeResult& r, const std::vector<int64_t>& response_offsets,
+                               const StatsOptions& opts);
 
 // Response offsets (S+1) into the per-token arrays from the /inputs layout: sequence s has
 // (seq_offsets[s+1] - seq_offsets[s] - prompt_lengths[s]) response tokens.

@@ -2,12 +2,15 @@
 // order of the engine a PathStyle names, in float (bf16/fp16/fp8 values are held exactly in float
 // and rounded explicitly where the engine rounds). Transcendentals (exp, cos, 1/sqrt) use the host
 // libm, correctly rounded or within 1 ulp: GPU fast-math intrinsics differ there by a few ulp.
+// One file per op in src/model/ops/, mirroring the CUDA kernels in kernels/ file for file; both call
+// the element-level rules of include/rlparity/numerics/ops.hpp.
 #pragma once
-#include <Eigen/Core>
 #include <vector>
 
+#include "rlparity/model/host_tensors.hpp"
 #include "rlparity/model/kernel_style.hpp"
 #include "rlparity/model/model_spec.hpp"
+#include "rlparity/model/ops_contract.hpp"
 #include "rlparity/model/weights.hpp"
 
 namespace rlp {
@@ -21,34 +24,17 @@ struct KvScales {
 
 class EmulatedOps {
  public:
-  using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  struct Cache {
-    std::vector<Mat> k, v;  // per layer [capacity x kv_heads*head_dim], values as the cache holds them
-    // per layer [kv_heads*head_dim x capacity]: the same keys transposed, so that the scores of a
-    // block of keys are one vectorized loop per head dimension (same values, same order).
-    std::vector<Mat> kt;
-    int length = 0;
-  };
+  using Mat = HostMat;
+  using Cache = KvCache;
 
   EmulatedOps(const ModelSpec& spec, const PreparedWeights& weights, const PathStyle& style,
               const KvScales* kv_scales = nullptr);
 
   const ModelSpec& spec() const { return spec_; }
   const PathStyle& style() const { return style_; }
-  Cache new_cache(int capacity) const;
-
-  void embed(const int32_t* tokens, int n, Mat& h) const;
-  // resid += delta (if any) in the residual format, out = RMSNorm(resid) * weight (layer == spec.layers
-  // with slot final is the model's last norm).
-  void add_norm(Mat& resid, const Mat* delta, int layer, NormSlot slot, Mat& out) const;
-  void residual_sum(const Mat& resid, const Mat& delta, Mat& out) const;
-  // decode_step: the rows are one decode step (kernel selection sees the decode batch as M).
-  void linear(const Mat& x, int layer, Proj p, Mat& y, bool decode_step = false) const;
-  void head_norm(Mat& x, int layer, Proj which) const;
-  void rope(Mat& q, Mat& k, const int* positions) const;  // positions[r] of row r
-  void attention(int layer, const Mat& q, const Mat& k, const Mat& v, int pos0, Cache& cache, Mat& out) const;
-  void silu_mul(const Mat& gate, const Mat& up, Mat& out) const;
-  void logprobs(const Mat& xn, Mat& out, bool decode_step = false) const;
+  // new_cache, embed, add_norm, residual_sum, linear, head_norm, rope, attention, silu_mul,
+  // logprobs: the ops contract (ops_contract.hpp).
+  RLP_FORWARD_OPS_MEMBERS
 
   // Used by calibration: the amax observers see q/k/v after RoPE of each call.
   struct QkvObserver {
@@ -58,7 +44,7 @@ class EmulatedOps {
   void set_qkv_observer(QkvObserver* obs) const { observer_ = obs; }
 
  private:
-  float round_act(float x) const;
+  float round_act(float x) const;  // num::round_act in this path's activation format
   void gemm(const Mat& x, const PreparedLinear& lin, Mat& y, bool out_fp32, bool decode_step) const;
   void rms_norm_row(const float* z_for_var, const float* z, const float* w, int n, float* out) const;
 
@@ -69,5 +55,6 @@ class EmulatedOps {
   std::vector<float> inv_freq_;
   mutable QkvObserver* observer_ = nullptr;
 };
+static_assert(ForwardOps<EmulatedOps>);
 
 }  // namespace rlp

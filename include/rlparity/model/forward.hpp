@@ -2,16 +2,15 @@
 // earlier positions are already in `cache`: a teacher-forced pass is one call over the whole
 // sequence, generation is a prefill call over the prompt followed by one call per decoded token.
 // How each op rounds and orders is the Ops' business (EmulatedOps for the CPU kernel paths,
-// OracleOps for float64, a CUDA Ops later); the data flow below is the same for all of them.
-//
-// Ops provides: Mat (row-major matrix), Cache, spec(), embed, add_norm, residual_sum, linear,
-// head_norm, rope, attention, silu_mul, logprobs (see emulated_ops.hpp for the contract).
+// OracleOps for float64, CudaOps on the GPU); the data flow below is the same for all of them.
+// What an Ops provides is the ForwardOps concept (ops_contract.hpp).
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <vector>
 
 #include "rlparity/model/model_spec.hpp"
+#include "rlparity/model/ops_contract.hpp"
 #include "rlparity/model/weights.hpp"
 
 namespace rlp {
@@ -23,7 +22,7 @@ using LayerHook = std::function<void(int layer, const Mat& hidden)>;
 // The layer stack over `n` rows at the given positions. `attend(layer, q, k, v, out)` writes the
 // rows' keys/values to their caches and attends; it is the only part that knows which sequence a
 // row belongs to.
-template <class Ops, class Attend>
+template <ForwardOps Ops, class Attend>
 void forward_rows(const Ops& ops, const int32_t* tokens, int n, const int* positions, bool decode_step,
                   const Attend& attend, typename Ops::Mat& logprobs,
                   const LayerHook<typename Ops::Mat>& hook) {
@@ -60,7 +59,7 @@ void forward_rows(const Ops& ops, const int32_t* tokens, int n, const int* posit
 }
 
 // Positions [pos0, pos0 + n) of one sequence whose earlier positions are in `cache`.
-template <class Ops>
+template <ForwardOps Ops>
 void forward(const Ops& ops, typename Ops::Cache& cache, const int32_t* tokens, int n, int pos0,
              typename Ops::Mat& logprobs, const LayerHook<typename Ops::Mat>& hook = {}) {
   using Mat = typename Ops::Mat;
@@ -76,7 +75,7 @@ void forward(const Ops& ops, typename Ops::Cache& cache, const int32_t* tokens, 
 // One decode step for several sequences at once: row r is token tokens[r] of the sequence whose
 // cache is caches[r], at position positions[r]. Rows are computed exactly as one-row calls would be
 // (kernel selection never sees how rows were grouped), so grouping changes speed, not results.
-template <class Ops>
+template <ForwardOps Ops>
 void forward_decode(const Ops& ops, const std::vector<typename Ops::Cache*>& caches, const int32_t* tokens,
                     const int* positions, typename Ops::Mat& logprobs,
                     const LayerHook<typename Ops::Mat>& hook = {}) {

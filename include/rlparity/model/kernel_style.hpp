@@ -13,6 +13,10 @@
 namespace rlp {
 
 enum class ActDtype { bf16, fp16 };  // storage format of activations and non-fp8 weights
+// The act dtype as the numerics' 16-bit format.
+inline num::Half16 half16_of(ActDtype a) {
+  return a == ActDtype::bf16 ? num::Half16::bf16 : num::Half16::fp16;
+}
 enum class SequenceMode { decode, teacher_forced };
 enum class AttentionKind { flash, split_kv };
 enum class KvCacheDtype { bf16, fp8 };

@@ -6,7 +6,7 @@
 #pragma once
 #include <cstdint>
 
-#include "rlparity/numerics/hd.hpp"
+#include "rlparity/numerics/host_device.hpp"
 
 namespace rlp::num {
 
@@ -115,6 +115,16 @@ RLP_HD uint16_t float_to_fp16_bits(float x) {
 }
 RLP_HD float fp16_bits_to_float(uint16_t h) { return decode_small(h, kFP16()); }
 RLP_HD float round_fp16(float x) { return fp16_bits_to_float(float_to_fp16_bits(x)); }
+
+// ---- the two 16-bit formats as one parameter (activations and non-fp8 weights) ---------------
+enum class Half16 : uint8_t { bf16, fp16 };
+RLP_HD uint16_t float_to_half16_bits(float x, Half16 f) {
+  return f == Half16::bf16 ? float_to_bf16_bits(x) : float_to_fp16_bits(x);
+}
+RLP_HD float half16_bits_to_float(uint16_t h, Half16 f) {
+  return f == Half16::bf16 ? bf16_bits_to_float(h) : fp16_bits_to_float(h);
+}
+RLP_HD float round_half16(float x, Half16 f) { return f == Half16::bf16 ? round_bf16(x) : round_fp16(x); }
 
 // ---- fp8 ---------------------------------------------------------------------------------------
 enum class Fp8Kind : uint8_t { e4m3, e5m2 };

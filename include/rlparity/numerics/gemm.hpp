@@ -27,7 +27,7 @@
 #include <cstdint>
 
 #include "rlparity/numerics/formats.hpp"
-#include "rlparity/numerics/hd.hpp"
+#include "rlparity/numerics/host_device.hpp"
 #include "rlparity/numerics/quantize.hpp"
 
 namespace rlp::num {
@@ -60,7 +60,6 @@ void gemm_f32acc(const float* X, const float* W, float* Y, int M, int N, int K, 
 // The same GEMM, same order and bits, with W held as 16-bit bf16/fp16 bit patterns (half the
 // memory traffic of floats: decode steps are bound by streaming the weights). The kernels widen
 // each K slice of W exactly (widen_half16) just before its fma chains read it.
-enum class Half16 : uint8_t { bf16, fp16 };
 void gemm_f32acc(const float* X, const uint16_t* W, Half16 wfmt, float* Y, int M, int N, int K,
                  const GemmConfig& cfg);
 // dst[i] = bf16_bits_to_float / fp16_bits_to_float of src[i] (vectorized; same bits, NaNs included).

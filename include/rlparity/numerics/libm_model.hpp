@@ -15,7 +15,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "rlparity/numerics/hd.hpp"
+#include "rlparity/numerics/host_device.hpp"
 
 namespace rlp::num {
 namespace libm_detail {

@@ -3,6 +3,7 @@
 // Partial edge blocks are explicit blocks of their own (real dims are multiples of 128, fixtures
 // need not be). The per-element numerics are scaling.hpp's, shared with the CUDA kernel.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -58,9 +59,21 @@ void dequantize(const Fp8Tensor& t, float* out);
 // (pytorch/csrc/quantizer.cpp Float8BlockQuantizer::get_scale_shape: 1D rowwise
 // {ceildiv(K,128), roundup(M,4)} "already transposed so it's GEMM_READY"; 2D rowwise
 // {ceildiv(M,128), roundup(ceildiv(K,128),4)}). We could not read the cuBLAS page's own figure
-// offline; verify on a GPU with the cuBLASLt cross-backend test. Padding entries are 0 (unread).
+// offline; verify on a GPU with the cuBLASLt cross-backend test.
 // Here M is the tensor's rows (tokens for activations, output features for weights) and K its
 // cols; the tensor must hold the matching block shape (1x128, resp. 128x128).
+// Padding, for both layouts: the padded dimension is rounded up to a multiple of 4 (cuBLASLt's
+// minimum; a caller whose codes have more padding rows, as CudaOps' 16, passes that as ld), and
+// every padding entry is 0: padding rows have zero codes and their outputs are dropped, so the
+// value is never part of a result.
+RLP_HD int cublaslt_scale_ld(int n) { return (n + 3) / 4 * 4; }
+
+// Entry i of the VEC128_32F layout [kb][ld] of a [rows][kb] scale_inv (ld >= rows): host and device.
+RLP_HD float vec128_scale_entry(const float* scale_inv, int rows, int kb, int ld, std::size_t i) {
+  const std::size_t b = i / static_cast<std::size_t>(ld), m = i % static_cast<std::size_t>(ld);
+  return m < static_cast<std::size_t>(rows) ? scale_inv[m * static_cast<std::size_t>(kb) + b] : 0.0f;
+}
+
 std::vector<float> scales_for_cublaslt_vec128(const Fp8Tensor& t);
 std::vector<float> scales_for_cublaslt_blk128(const Fp8Tensor& t);
 

@@ -17,7 +17,7 @@
 #include <cstdint>
 
 #include "rlparity/numerics/formats.hpp"
-#include "rlparity/numerics/hd.hpp"
+#include "rlparity/numerics/host_device.hpp"
 
 namespace rlp::num {
 
@@ -75,6 +75,24 @@ RLP_HD float fmin_nan_loses(float a, float b) {
 RLP_HD float finish_amax(float amax_nan_ignored, bool saw_nan, ScaleConvention c) {
   const bool torch_amax = c == ScaleConvention::deepgemm || c == ScaleConvention::nemo_refit;
   return (torch_amax && saw_nan) ? bits_f32(0x7FC00000u) : amax_nan_ignored;
+}
+
+// The amax of one quantization block from its elements' reduction: amax_bits, the largest |x| of
+// the block's non-NaN elements as float bits (for non-NaN values the unsigned order of |x|'s bits
+// is the float order, so any reduction order gives it), and saw_nan. NeMo RL's refit pads the
+// weight with its last element data_hp[-1, -1] before blocking, so in nemo_refit that element
+// (`last`) joins the amax of every partial edge block; the other conventions ignore the padding
+// (TE masks partial blocks, DeepGEMM pads with zeros). Shared by the host quantizer, the CUDA
+// kernel and inspect.
+RLP_HD float block_amax(uint32_t amax_bits, bool saw_nan, bool partial_block, float last, ScaleConvention c) {
+  if (c == ScaleConvention::nemo_refit && partial_block) {
+    const uint32_t a = f32_bits(last) & 0x7FFFFFFFu;
+    if (a > 0x7F800000u)
+      saw_nan = true;
+    else
+      amax_bits = a > amax_bits ? a : amax_bits;
+  }
+  return finish_amax(bits_f32(amax_bits), saw_nan, c);
 }
 
 // ---- branch-free fp8 encoder -------------------------------------------------------------------

@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
-#include "rlparity/io/run_data.hpp"
 #include "rlparity/model/checkpoint.hpp"
 #include "rlparity/replay/inputs.hpp"
 #include "rlparity/replay/replay.hpp"
 #include "rlparity/replay/replay_plan.hpp"
+#include "rlparity/run/run_data.hpp"
 
 namespace rlp {
 

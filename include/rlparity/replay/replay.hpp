@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "rlparity/io/run_data.hpp"
 #include "rlparity/model/checkpoint.hpp"
 #include "rlparity/replay/inputs.hpp"
 #include "rlparity/replay/path_runner.hpp"
 #include "rlparity/replay/recipe.hpp"
 #include "rlparity/replay/replay_plan.hpp"
+#include "rlparity/run/run_data.hpp"
 
 namespace rlp {
 

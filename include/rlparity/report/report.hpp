@@ -10,7 +10,7 @@
 
 #include "rlparity/gate/gate.hpp"
 #include "rlparity/inspect/inspect.hpp"
-#include "rlparity/io/run_data.hpp"
+#include "rlparity/run/run_data.hpp"
 
 namespace rlp::report {
 

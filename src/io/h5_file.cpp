@@ -1,18 +1,98 @@
-#include "io/h5_util.hpp"
+// The implementation of the public HDF5 interface (rlparity/io/h5_file.hpp) over the HDF5 C API:
+// RAII ids, error-stack capture, typed scalar attributes and 1-D datasets, atomic file writes.
+#include "rlparity/io/h5_file.hpp"
 
 #include <fcntl.h>
+#include <hdf5.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
+#include <type_traits>
 
 #include "rlparity/util/error.hpp"
 
 namespace rlp::h5 {
 
+static_assert(std::is_same_v<hid_t, int64_t>, "Group stores an hid_t as int64_t");
+
 namespace {
+
+// HDF5 (serial build) is not thread-safe: one lock for every file access.
+std::mutex& h5_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+// Turns off HDF5's automatic printing of its error stack (idempotent).
+void silence_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+
+[[noreturn]] void fail(const std::string& what);
+
+inline hid_t check(hid_t id, const std::string& what) {
+  if (id < 0) fail(what);
+  return id;
+}
+inline herr_t check_status(herr_t st, const std::string& what) {
+  if (st < 0) fail(what);
+  return st;
+}
+
+class Id {
+ public:
+  Id() = default;
+  Id(hid_t id, herr_t (*closer)(hid_t)) : id_(id), closer_(closer) {}
+  Id(const Id&) = delete;
+  Id& operator=(const Id&) = delete;
+  Id(Id&& o) noexcept : id_(o.id_), closer_(o.closer_) { o.id_ = -1; }
+  Id& operator=(Id&& o) noexcept {
+    if (this != &o) {
+      reset();
+      id_ = o.id_;
+      closer_ = o.closer_;
+      o.id_ = -1;
+    }
+    return *this;
+  }
+  ~Id() { reset(); }
+  hid_t get() const { return id_; }
+  // Closes now and reports a failure (closing a dataset or file flushes data: disk-full shows here).
+  void close(const std::string& what) {
+    const hid_t id = id_;
+    id_ = -1;
+    if (id >= 0 && closer_(id) < 0) fail(what);
+  }
+  void release() { id_ = -1; }  // ownership passed on
+  void reset() {
+    if (id_ >= 0) closer_(id_);
+    id_ = -1;
+  }
+
+ private:
+  hid_t id_ = -1;
+  herr_t (*closer_)(hid_t) = nullptr;
+};
+
+Id make_id(hid_t id, herr_t (*closer)(hid_t), const std::string& what) { return Id(check(id, what), closer); }
+
+// Each StoredNumber's HDF5 type in files (little-endian, its own width) and in memory.
+struct NumberTypes {
+  hid_t file, memory;
+};
+template <class T>
+NumberTypes number_types() {
+  if constexpr (std::is_same_v<T, int32_t>)
+    return {H5T_STD_I32LE, H5T_NATIVE_INT32};
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return {H5T_STD_I64LE, H5T_NATIVE_INT64};
+  else if constexpr (std::is_same_v<T, uint64_t>)
+    return {H5T_STD_U64LE, H5T_NATIVE_UINT64};
+  else
+    return {H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE};
+}
 
 herr_t walk_cb(unsigned n, const H5E_error2_t* err, void* data) {
   auto* lines = static_cast<std::vector<std::string>*>(data);
@@ -52,15 +132,6 @@ herr_t attr_name_cb(hid_t, const char* name, const H5A_info_t*, void* data) {
   return 0;
 }
 
-}  // namespace
-
-std::mutex& h5_mutex() {
-  static std::mutex m;
-  return m;
-}
-
-void silence_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
-
 // The sec2 driver's descriptions carry a timestamp, buffer address and offsets; keep the errno part.
 std::string shorten(const std::string& desc) {
   const std::size_t e = desc.find("errno = ");
@@ -86,8 +157,6 @@ void fail(const std::string& what) {
   const std::string detail = error_detail();
   throw H5Failure(detail.empty() ? what : what + ": " + detail);
 }
-
-Id make_id(hid_t id, herr_t (*closer)(hid_t), const std::string& what) { return Id(check(id, what), closer); }
 
 Id group_create_plist() {
   Id p = make_id(H5Pcreate(H5P_GROUP_CREATE), H5Pclose, "create group property list");
@@ -167,12 +236,10 @@ bool attr_exists(hid_t obj, const std::string& name) {
   return r > 0;
 }
 
-namespace {
 void require_single(hid_t space, const std::string& what) {
   const hssize_t n = H5Sget_simple_extent_npoints(space);
   if (n != 1) throw H5Failure(what + " is not a single value");
 }
-}  // namespace
 
 std::string read_attr_string(hid_t obj, const std::string& name, const std::string& what) {
   if (!attr_exists(obj, name)) throw H5Failure("missing attribute " + what);
@@ -217,9 +284,8 @@ void read_attr_scalar(hid_t obj, const std::string& name, hid_t mem_type, void* 
   check_status(H5Aread(attr.get(), mem_type, out), "read attribute " + what);
 }
 
-void write_dataset(hid_t loc, const std::string& name, hid_t file_type, hid_t mem_type, const void* data,
-                   std::size_t n, std::size_t elem_size, const std::string& what) {
-  (void)elem_size;
+void write_numeric_dataset(hid_t loc, const std::string& name, hid_t file_type, hid_t mem_type,
+                           const void* data, std::size_t n, const std::string& what) {
   Id space = dataspace_1d(n);
   Id dcpl = make_id(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "create dataset property list");
   check_status(H5Pset_obj_track_times(dcpl.get(), false), "disable dataset time tracking");
@@ -296,10 +362,6 @@ std::vector<T> read_dataset(hid_t loc, const std::string& name, hid_t mem_type, 
   return out;
 }
 
-template std::vector<double> read_dataset<double>(hid_t, const std::string&, hid_t, const std::string&);
-template std::vector<int32_t> read_dataset<int32_t>(hid_t, const std::string&, hid_t, const std::string&);
-template std::vector<int64_t> read_dataset<int64_t>(hid_t, const std::string&, hid_t, const std::string&);
-
 std::vector<std::string> read_string_dataset(hid_t loc, const std::string& name, const std::string& what) {
   if (!link_exists(loc, name)) throw H5Failure("missing dataset " + what);
   Id dset = make_id(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), H5Dclose, "open dataset " + what);
@@ -341,7 +403,6 @@ bool dataset_is_string(hid_t loc, const std::string& name, const std::string& wh
   return H5Tget_class(ftype.get()) == H5T_STRING;
 }
 
-namespace {
 void fsync_path(const std::string& p, bool directory) {
   const int fd = ::open(p.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
   if (fd < 0) throw H5Failure("cannot open '" + p + "' to sync it: " + std::strerror(errno));
@@ -350,9 +411,8 @@ void fsync_path(const std::string& p, bool directory) {
   ::close(fd);
   if (rc != 0) throw H5Failure("fsync of '" + p + "' failed: " + std::strerror(err));
 }
-}  // namespace
 
-void write_file_atomic(const std::string& path, const std::function<void(hid_t file)>& write) {
+void create_file_atomic(const std::string& path, const std::function<void(hid_t file)>& write) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   silence_errors();
   try {
@@ -386,8 +446,120 @@ void write_file_atomic(const std::string& path, const std::function<void(hid_t f
   }
 }
 
+}  // namespace
+
+// Groups hand out their hid_t only inside this file.
+struct GroupAccess {
+  static Group root(hid_t file) { return Group(file, "", false); }
+  static Group owned(Id id, std::string path) {
+    const hid_t raw = id.get();
+    id.release();
+    return Group(raw, std::move(path), true);
+  }
+};
+
+Group::Group(Group&& other) noexcept : id_(other.id_), path_(std::move(other.path_)), owned_(other.owned_) {
+  other.id_ = -1;
+}
+
+Group& Group::operator=(Group&& other) noexcept {
+  if (this != &other) {
+    if (owned_ && id_ >= 0) H5Gclose(id_);
+    id_ = other.id_;
+    path_ = std::move(other.path_);
+    owned_ = other.owned_;
+    other.id_ = -1;
+  }
+  return *this;
+}
+
+Group::~Group() {
+  if (owned_ && id_ >= 0) H5Gclose(id_);
+}
+
+void Group::close() {
+  const hid_t id = id_;
+  id_ = -1;
+  if (owned_ && id >= 0 && H5Gclose(id) < 0) fail("close group " + path_);
+}
+
+Group Group::create_group(const std::string& name) {
+  return GroupAccess::owned(h5::create_group(id_, name, child(name)), child(name));
+}
+void Group::write_attr_string(const std::string& name, const std::string& value) {
+  h5::write_attr_string(id_, name, value, child(name));
+}
+template <StoredNumber T>
+void Group::write_attr(const std::string& name, std::type_identity_t<T> value) {
+  const NumberTypes t = number_types<T>();
+  write_attr_scalar(id_, name, t.file, t.memory, &value, child(name));
+}
+template <StoredNumber T>
+void Group::write_dataset(const std::string& name, const std::vector<T>& values) {
+  const NumberTypes t = number_types<T>();
+  write_numeric_dataset(id_, name, t.file, t.memory, values.data(), values.size(), child(name));
+}
+void Group::write_dataset(const std::string& name, const std::vector<std::string>& values) {
+  write_string_dataset(id_, name, values, child(name));
+}
+
+Group Group::open_group(const std::string& name) const {
+  return GroupAccess::owned(h5::open_group(id_, name, child(name)), child(name));
+}
+bool Group::has_link(const std::string& name) const { return link_exists(id_, name); }
+std::vector<std::string> Group::links() const { return list_links(id_, path_); }
+bool Group::has_attr(const std::string& name) const { return attr_exists(id_, name); }
+std::vector<std::string> Group::attributes() const { return list_attributes(id_, path_); }
+bool Group::attr_is_numeric(const std::string& name) const {
+  return h5::attr_is_numeric(id_, name, child(name));
+}
+std::string Group::read_attr_string(const std::string& name) const {
+  return h5::read_attr_string(id_, name, child(name));
+}
+template <StoredNumber T>
+T Group::read_attr(const std::string& name) const {
+  T v{};
+  read_attr_scalar(id_, name, number_types<T>().memory, &v, child(name));
+  return v;
+}
+template <StoredNumber T>
+std::vector<T> Group::read_dataset(const std::string& name) const {
+  return h5::read_dataset<T>(id_, name, number_types<T>().memory, child(name));
+}
+std::vector<std::string> Group::read_string_dataset(const std::string& name) const {
+  return h5::read_string_dataset(id_, name, child(name));
+}
+bool Group::dataset_is_string(const std::string& name) const {
+  return h5::dataset_is_string(id_, name, child(name));
+}
+
+// Every StoredNumber, instantiated once here (the templates need the HDF5 types).
+#define RLP_H5_STORED_NUMBER(T)                                                     \
+  template void Group::write_attr<T>(const std::string&, T);                        \
+  template void Group::write_dataset<T>(const std::string&, const std::vector<T>&); \
+  template T Group::read_attr<T>(const std::string&) const;                         \
+  template std::vector<T> Group::read_dataset<T>(const std::string&) const;
+RLP_H5_STORED_NUMBER(int32_t)
+RLP_H5_STORED_NUMBER(int64_t)
+RLP_H5_STORED_NUMBER(uint64_t)
+RLP_H5_STORED_NUMBER(double)
+#undef RLP_H5_STORED_NUMBER
+
+void write_file_atomic(const std::string& path, const std::string& what,
+                       const std::function<void(Group& root)>& write) {
+  std::lock_guard<std::mutex> lock(h5_mutex());
+  try {
+    create_file_atomic(path, [&](hid_t file) {
+      Group root = GroupAccess::root(file);
+      write(root);
+    });
+  } catch (const std::exception& e) {
+    RLP_THROW_INPUT("cannot write {} '{}': {}", what, path, e.what());
+  }
+}
+
 void read_file(const std::string& path, const std::string& what,
-               const std::function<void(hid_t file)>& read) {
+               const std::function<void(Group& root)>& read) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::exists(path, ec)) RLP_THROW_INPUT("cannot read {} '{}': no such file", what, path);
@@ -405,7 +577,8 @@ void read_file(const std::string& path, const std::string& what,
     Id fapl = make_id(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "create file access property list");
     check_status(H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG), "set file close degree");
     Id file = make_id(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose, "open file");
-    read(file.get());
+    Group root = GroupAccess::root(file.get());
+    read(root);
     file.close("close file");
   } catch (const std::exception& e) {
     H5Eclear2(H5E_DEFAULT);

@@ -1,6 +1,8 @@
-// The in-memory form of one rlparity run file (HDF5 schema v1, docs/hdf5-schema.md): what replay
-// and compare write, and what gate, summary and report read. Data flows one way:
-// replay/compare -> RunData -> write_run_file -> HDF5 -> read_run_file -> gate/report/summary.
+// The result of one run, as a domain type: what replay and compare produce (per-token results and
+// the metrics computed from them), what io/run_file.hpp stores as HDF5 (schema v1,
+// docs/hdf5-schema.md), and what gate, summary and report read back. Data flows one way:
+// replay/compare -> metrics -> RunData -> write_run_file -> HDF5 -> read_run_file -> gate/report.
+// A leaf header (std and JSON only): every stage names the data without depending on another stage.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -10,6 +12,7 @@
 
 namespace rlp {
 
+// The run-file schema version this form corresponds to (io/run_file.hpp writes and checks it).
 inline constexpr int kSchemaVersion = 1;
 
 struct RecipeResult {
@@ -63,13 +66,5 @@ struct RunData {
 
   std::size_t num_sequences() const { return prompt_lengths.size(); }
 };
-
-// Writes through a temporary file in the same directory, renamed on success; on any failure the
-// temporary is removed and nothing is left at `path`. Refuses to overwrite unless `force`.
-void write_run_file(const std::string& path, const RunData& run, bool force);
-
-// Reads and checks a run file (schema version, required datasets, consistent lengths); every
-// problem is an InputError naming the file and the object.
-RunData read_run_file(const std::string& path);
 
 }  // namespace rlp

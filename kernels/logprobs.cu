@@ -1,4 +1,6 @@
-// fp32 log-softmax over the vocabulary and the full-vocabulary KL / entropy / JS reduction.
+// fp32 log-softmax over the vocabulary (the mirror of src/model/ops/logprobs.cpp) and the
+// full-vocabulary KL / entropy / JS reduction (the rule num::FullVocabSums of
+// src/metrics/token_metrics.cpp, summed per thread then in a block tree).
 #include "device_common.cuh"
 
 namespace rlp::cuda::kern {
@@ -20,37 +22,23 @@ __global__ void log_softmax_kernel(float* x, int cols, bool exact) {
   for (int i = static_cast<int>(threadIdx.x); i < cols; i += blockDim.x) row[i] = row[i] - lse;
 }
 
-// p * (a - b) with 0 * anything = 0 (as token_metrics.cpp's weighted_diff).
-__device__ __forceinline__ double wdiff(double p, double a, double b) { return p == 0.0 ? 0.0 : p * (a - b); }
-
 __global__ void full_vocab_kl_kernel(const float* lg_all, const float* lt_all, int vocab, double* out) {
   __shared__ double red[kThreads];
   const std::size_t base = static_cast<std::size_t>(blockIdx.x) * static_cast<std::size_t>(vocab);
-  double kl_gt = 0.0, kl_tg = 0.0, ent = 0.0, js_g = 0.0, js_t = 0.0;
-  for (int v = static_cast<int>(threadIdx.x); v < vocab; v += blockDim.x) {
-    const double lg = static_cast<double>(lg_all[base + v]);
-    const double lt = static_cast<double>(lt_all[base + v]);
-    const double pg = exp(lg), pt = exp(lt);
-    kl_gt += wdiff(pg, lg, lt);
-    kl_tg += wdiff(pt, lt, lg);
-    ent -= wdiff(pg, lg, 0.0);
-    if (pg != 0.0 || pt != 0.0) {
-      const double lm = log(0.5 * (pg + pt));
-      js_g += wdiff(pg, lg, lm);
-      js_t += wdiff(pt, lt, lm);
-    }
-  }
-  kl_gt = block_sum(kl_gt, red);
-  kl_tg = block_sum(kl_tg, red);
-  ent = block_sum(ent, red);
-  js_g = block_sum(js_g, red);
-  js_t = block_sum(js_t, red);
+  num::FullVocabSums sums;
+  for (int v = static_cast<int>(threadIdx.x); v < vocab; v += blockDim.x)
+    sums.add(static_cast<double>(lg_all[base + v]), static_cast<double>(lt_all[base + v]));
+  sums.kl_gen_train = block_sum(sums.kl_gen_train, red);
+  sums.kl_train_gen = block_sum(sums.kl_train_gen, red);
+  sums.entropy_gen = block_sum(sums.entropy_gen, red);
+  sums.js_gen = block_sum(sums.js_gen, red);
+  sums.js_train = block_sum(sums.js_train, red);
   if (threadIdx.x == 0) {
     double* o = out + static_cast<std::size_t>(blockIdx.x) * 4;
-    o[0] = kl_gt;
-    o[1] = kl_tg;
-    o[2] = ent;
-    o[3] = 0.5 * js_g + 0.5 * js_t;
+    o[0] = sums.kl_gen_train;
+    o[1] = sums.kl_train_gen;
+    o[2] = sums.entropy_gen;
+    o[3] = sums.js();
   }
 }
 

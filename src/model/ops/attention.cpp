@@ -1,234 +1,52 @@
-#include "rlparity/model/emulated_ops.hpp"
-
+// FlashAttention-style attention with a KV cache on the CPU; the mirror of kernels/attention.cu
+// (same blocks, online-softmax order and chains; the CPU walks tiles of rows and heads through
+// SIMD micro-kernels, the GPU one (row, head) per CUDA block).
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <numbers>
 
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
 #endif
 
-#include "rlparity/model/rope.hpp"
+#include "rlparity/model/emulated_ops.hpp"
 #include "rlparity/numerics/exp2.hpp"
 #include "rlparity/numerics/formats.hpp"
 #include "rlparity/numerics/libm_model.hpp"
-#include "rlparity/numerics/quantize.hpp"
+#include "rlparity/numerics/ops.hpp"
 #include "rlparity/util/error.hpp"
 #include "rlparity/util/parallel.hpp"
 
 namespace rlp {
 
 namespace {
-// Parallel chunks of the row-wise and element-wise ops: small enough that a long teacher-forced
-// sequence spreads over the threads, large enough that a decode step (a few rows) stays on one.
-constexpr std::size_t kRowGrain = 32;
-constexpr std::size_t kElemGrain = std::size_t{1} << 15;
-}  // namespace
 
-EmulatedOps::EmulatedOps(const ModelSpec& spec, const PreparedWeights& weights, const PathStyle& style,
-                         const KvScales* kv_scales)
-    : spec_(spec), w_(weights), style_(style) {
-  if (kv_scales) kv_scales_ = *kv_scales;
-  if (style_.kv_cache == KvCacheDtype::fp8 && kv_scales_.empty())
-    RLP_THROW("path '{}' has an fp8 KV cache but no KV scales were calibrated", style_.name);
-  for (double f : rope_inv_freq(spec)) inv_freq_.push_back(static_cast<float>(f));
-}
-
-float EmulatedOps::round_act(float x) const {
-  return style_.act == ActDtype::bf16 ? num::round_bf16(x) : num::round_fp16(x);
-}
-
-EmulatedOps::Cache EmulatedOps::new_cache(int capacity) const {
-  Cache c;
-  const int width = spec_.kv_heads * spec_.head_dim;
-  c.k.assign(static_cast<std::size_t>(spec_.layers), Mat(capacity, width));
-  c.v.assign(static_cast<std::size_t>(spec_.layers), Mat(capacity, width));
-  c.kt.assign(static_cast<std::size_t>(spec_.layers), Mat(width, capacity));
-  return c;
-}
-
-void EmulatedOps::embed(const int32_t* tokens, int n, Mat& h) const {
-  const int H = spec_.hidden;
-  h.resize(n, H);
-  for (int i = 0; i < n; ++i) {
-    const float* row = w_.embed.data() + static_cast<std::size_t>(tokens[i]) * static_cast<std::size_t>(H);
-    std::copy(row, row + H, h.row(i).data());
-  }
-}
-
-// RMSNorm of one row. Variance: sequential fp32 sum of squares of `z_for_var`, divided by n.
-// fused_add (vLLM rms_norm kernels): out = act(act(z * r) * w), two roundings, because the kernel
-// writes `(scalar_t)(x * s_variance) * weight[i]` with a bf16 multiply. unfused (TransformerEngine):
-// out = act(z * r * w) in fp32 with one rounding. r = 1/sqrt(var + eps): the GPU's rsqrtf is an
-// approximation (<= 2 ulp); we use the correctly rounded value.
-void EmulatedOps::rms_norm_row(const float* z_for_var, const float* z, const float* w, int n,
-                               float* out) const {
-  float sum = 0.0f;
-  for (int i = 0; i < n; ++i) sum = std::fma(z_for_var[i], z_for_var[i], sum);
-  const float var = sum / static_cast<float>(n);
-  const float r = 1.0f / std::sqrt(var + static_cast<float>(spec_.rms_eps));
-  if (style_.norm == NormKind::fused_add) {
-    for (int i = 0; i < n; ++i) out[i] = round_act(round_act(z[i] * r) * w[i]);
-  } else {
-    for (int i = 0; i < n; ++i) out[i] = round_act((z[i] * r) * w[i]);
-  }
-}
-
-void EmulatedOps::add_norm(Mat& resid, const Mat* delta, int layer, NormSlot slot, Mat& out) const {
-  const int H = spec_.hidden;
-  const float* w = slot == NormSlot::final   ? w_.final_norm.data()
-                   : slot == NormSlot::input ? w_.layers[static_cast<std::size_t>(layer)].input_norm.data()
-                                             : w_.layers[static_cast<std::size_t>(layer)].post_norm.data();
-  out.resize(resid.rows(), H);
-  // Rows are independent: spread over threads (a long teacher-forced pass is one sequence).
-  parallel_for(static_cast<std::size_t>(resid.rows()), kRowGrain, [&](std::size_t r0, std::size_t r1) {
-    std::vector<float> z(static_cast<std::size_t>(H));
-    for (Eigen::Index r = static_cast<Eigen::Index>(r0); r < static_cast<Eigen::Index>(r1); ++r) {
-      float* res = resid.row(r).data();
-      for (int i = 0; i < H; ++i) z[static_cast<std::size_t>(i)] = delta ? res[i] + (*delta)(r, i) : res[i];
-      // The residual stream keeps the act dtype unless the path keeps it in fp32 (Megatron's
-      // fp32_residual_connection).
-      for (int i = 0; i < H; ++i)
-        res[i] = style_.residual == ResidualDtype::act ? round_act(z[static_cast<std::size_t>(i)])
-                                                       : z[static_cast<std::size_t>(i)];
-      // vLLM's fused_add_rms_norm accumulates the variance from the fp32 sum before it stores the
-      // rounded residual, then normalizes the rounded residual; an unfused norm sees only the stored one.
-      const float* var_src = style_.norm == NormKind::fused_add ? z.data() : res;
-      rms_norm_row(var_src, res, w, H, out.row(r).data());
-    }
-  });
-}
-
-void EmulatedOps::residual_sum(const Mat& resid, const Mat& delta, Mat& out) const {
-  out.resize(resid.rows(), resid.cols());
-  parallel_for(static_cast<std::size_t>(resid.size()), kElemGrain, [&](std::size_t b, std::size_t e) {
-    for (std::size_t i = b; i < e; ++i) {
-      const float z = resid.data()[i] + delta.data()[i];
-      out.data()[i] = style_.residual == ResidualDtype::act ? round_act(z) : z;
-    }
-  });
-}
-
-void EmulatedOps::gemm(const Mat& x, const PreparedLinear& lin, Mat& y, bool out_fp32,
-                       bool decode_step) const {
-  const int n = static_cast<int>(x.rows());
-  // Kernel selection sees M = the engine's decode batch during decode steps (however many rows this
-  // call groups), the token count otherwise.
-  const int m_kernel = decode_step ? style_.batch : n;
-  num::GemmConfig cfg = style_.gemm_config(m_kernel, lin.in);
-  if (out_fp32 || !lin.bias.empty()) cfg.out = num::OutRound::fp32;
-  y.resize(n, lin.out);
-  if (lin.fp8) {
-    num::ScaleOptions opts;
-    opts.convention = style_.act_quant;
-    opts.pow2 = style_.pow2_scales;
-    const num::Fp8Tensor xq = num::quantize_blocks(x.data(), n, lin.in, 1, 128, opts);
-    num::gemm_fp8_blockscaled(xq, lin.wq, y.data(), cfg);
-  } else {
-    num::gemm_f32acc(x.data(), lin.w.data(),
-                     style_.act == ActDtype::bf16 ? num::Half16::bf16 : num::Half16::fp16, y.data(), n,
-                     lin.out, lin.in, cfg);
-  }
-  if (!lin.bias.empty()) {
-    // Bias added in the fp32 epilogue, one rounding to the act dtype.
-    parallel_for(static_cast<std::size_t>(n), kRowGrain, [&](std::size_t r0, std::size_t r1) {
-      for (Eigen::Index r = static_cast<Eigen::Index>(r0); r < static_cast<Eigen::Index>(r1); ++r)
-        for (int c = 0; c < lin.out; ++c)
-          y(r, c) = round_act(y(r, c) + lin.bias[static_cast<std::size_t>(c)]);
-    });
-  }
-}
-
-void EmulatedOps::linear(const Mat& x, int layer, Proj p, Mat& y, bool decode_step) const {
-  gemm(x, w_.layers[static_cast<std::size_t>(layer)][p], y, false, decode_step);
-}
-
-void EmulatedOps::head_norm(Mat& x, int layer, Proj which) const {
-  const int hd = spec_.head_dim;
-  const auto& L = w_.layers[static_cast<std::size_t>(layer)];
-  const float* w = which == Proj::q ? L.q_norm.data() : L.k_norm.data();
-  parallel_for(static_cast<std::size_t>(x.rows()), kRowGrain, [&](std::size_t r0, std::size_t r1) {
-    std::vector<float> tmp(static_cast<std::size_t>(hd));
-    for (Eigen::Index r = static_cast<Eigen::Index>(r0); r < static_cast<Eigen::Index>(r1); ++r)
-      for (int h = 0; h < x.cols() / hd; ++h) {
-        float* seg = x.row(r).data() + h * hd;
-        rms_norm_row(seg, seg, w, hd, tmp.data());
-        std::copy(tmp.begin(), tmp.end(), seg);
-      }
-  });
-}
-
-void EmulatedOps::rope(Mat& q, Mat& k, const int* positions) const {
-  const int hd = spec_.head_dim, half = hd / 2;
-  parallel_for(static_cast<std::size_t>(q.rows()), kRowGrain, [&](std::size_t r0, std::size_t r1) {
-    std::vector<float> cs(static_cast<std::size_t>(half)), sn(static_cast<std::size_t>(half));
-    auto rotate = [&](Mat& m, int r) {
-      for (int h = 0; h < m.cols() / hd; ++h) {
-        float* x = m.row(r).data() + h * hd;
-        for (int i = 0; i < half; ++i) {
-          const float a = x[i], b = x[i + half], c = cs[static_cast<std::size_t>(i)],
-                      s = sn[static_cast<std::size_t>(i)];
-          if (style_.rope_table_rounded) {
-            // vLLM's rotary kernel computes in scalar_t: every product and the sum round.
-            x[i] = round_act(round_act(a * c) - round_act(b * s));
-            x[i + half] = round_act(round_act(b * c) + round_act(a * s));
-          } else {
-            // TE's fused RoPE: fp32 arithmetic, one rounding.
-            x[i] = round_act(a * c - b * s);
-            x[i + half] = round_act(b * c + a * s);
-          }
-        }
-      }
-    };
-    for (int r = static_cast<int>(r0); r < static_cast<int>(r1); ++r) {
-      const float pos = static_cast<float>(positions[r]);
-      for (int i = 0; i < half; ++i) {
-        // freqs = pos * inv_freq in fp32 (HF/vLLM build the table this way), cos/sin of that float.
-        const float angle = pos * inv_freq_[static_cast<std::size_t>(i)];
-        float c = static_cast<float>(std::cos(static_cast<double>(angle)));
-        float s = static_cast<float>(std::sin(static_cast<double>(angle)));
-        if (style_.rope_table_rounded) {
-          c = round_act(c);
-          s = round_act(s);
-        }
-        cs[static_cast<std::size_t>(i)] = c;
-        sn[static_cast<std::size_t>(i)] = s;
-      }
-      rotate(q, r);
-      rotate(k, r);
-    }
-  });
-}
-
-namespace {
-
-// Vector helpers for the attention micro-kernels (one vector of kPvLanes floats; plain float
-// without AVX2/AVX-512, where the same code runs lane by lane).
+// SIMD helpers of the attention micro-kernels: FloatVec is one register of kVecFloats floats (plain
+// float without AVX2/AVX-512, where the same code runs lane by lane); the scores and P.V both use it.
 #if defined(__AVX512F__)
-constexpr int kPvLanes = 16;
-using PvVec = __m512;
-inline PvVec pv_load(const float* p) { return _mm512_loadu_ps(p); }
-inline void pv_store(float* p, PvVec v) { _mm512_storeu_ps(p, v); }
-inline PvVec pv_set1(float a) { return _mm512_set1_ps(a); }
-inline PvVec pv_zero() { return _mm512_setzero_ps(); }
-inline PvVec pv_fmav(PvVec a, PvVec b, PvVec c) { return _mm512_fmadd_ps(a, b, c); }
+constexpr int kVecFloats = 16;
+using FloatVec = __m512;
+inline FloatVec vec_load(const float* p) { return _mm512_loadu_ps(p); }
+inline void vec_store(float* p, FloatVec v) { _mm512_storeu_ps(p, v); }
+inline FloatVec vec_broadcast(float a) { return _mm512_set1_ps(a); }
+inline FloatVec vec_zero() { return _mm512_setzero_ps(); }
+inline FloatVec vec_fma(FloatVec a, FloatVec b, FloatVec c) { return _mm512_fmadd_ps(a, b, c); }
 #elif defined(__AVX2__) && defined(__FMA__)
-constexpr int kPvLanes = 8;
-using PvVec = __m256;
-inline PvVec pv_load(const float* p) { return _mm256_loadu_ps(p); }
-inline void pv_store(float* p, PvVec v) { _mm256_storeu_ps(p, v); }
-inline PvVec pv_set1(float a) { return _mm256_set1_ps(a); }
-inline PvVec pv_zero() { return _mm256_setzero_ps(); }
-inline PvVec pv_fmav(PvVec a, PvVec b, PvVec c) { return _mm256_fmadd_ps(a, b, c); }
+constexpr int kVecFloats = 8;
+using FloatVec = __m256;
+inline FloatVec vec_load(const float* p) { return _mm256_loadu_ps(p); }
+inline void vec_store(float* p, FloatVec v) { _mm256_storeu_ps(p, v); }
+inline FloatVec vec_broadcast(float a) { return _mm256_set1_ps(a); }
+inline FloatVec vec_zero() { return _mm256_setzero_ps(); }
+inline FloatVec vec_fma(FloatVec a, FloatVec b, FloatVec c) { return _mm256_fmadd_ps(a, b, c); }
 #else
-constexpr int kPvLanes = 1;
-using PvVec = float;
-inline PvVec pv_load(const float* p) { return *p; }
-inline void pv_store(float* p, PvVec v) { *p = v; }
-inline PvVec pv_set1(float a) { return a; }
-inline PvVec pv_zero() { return 0.0f; }
-inline PvVec pv_fmav(PvVec a, PvVec b, PvVec c) { return std::fma(a, b, c); }
+constexpr int kVecFloats = 1;
+using FloatVec = float;
+inline FloatVec vec_load(const float* p) { return *p; }
+inline void vec_store(float* p, FloatVec v) { *p = v; }
+inline FloatVec vec_broadcast(float a) { return a; }
+inline FloatVec vec_zero() { return 0.0f; }
+inline FloatVec vec_fma(FloatVec a, FloatVec b, FloatVec c) { return std::fma(a, b, c); }
 #endif
 
 // Query vectors ("lanes": the rows of a tile times the heads of one KV group) that share one key
@@ -239,8 +57,7 @@ constexpr int kLaneChunk = 4;
 // s[j - b0] = q . K[j][col0 .. col0+hd) for keys b0..b1, each dot a sequential fp32 fma chain over
 // d from +0 (the order the paths model). Kt is K transposed: the loop over keys is contiguous and
 // vectorizes, each key's chain keeping its own order, so its result is unchanged.
-void key_dots(const float* q, const EmulatedOps::Mat& Kt, int col0, int hd, int b0, int b1,
-              float* __restrict s) {
+void key_dots(const float* q, const HostMat& Kt, int col0, int hd, int b0, int b1, float* __restrict s) {
   const int nk = b1 - b0 + 1;
   std::fill(s, s + nk, 0.0f);
   for (int d = 0; d < hd; ++d) {
@@ -258,32 +75,32 @@ void key_dots(const float* q, const EmulatedOps::Mat& Kt, int col0, int hd, int 
 template <int L, int NV, bool FromZero>
 void lane_fma_chains(const float* const* a, const float* b, std::ptrdiff_t ldb, int nt, float* const* out,
                      int off) {
-  PvVec acc[L][NV];
+  FloatVec acc[L][NV];
   for (int l = 0; l < L; ++l)
-    for (int v = 0; v < NV; ++v) acc[l][v] = FromZero ? pv_zero() : pv_load(out[l] + off + v * kPvLanes);
+    for (int v = 0; v < NV; ++v) acc[l][v] = FromZero ? vec_zero() : vec_load(out[l] + off + v * kVecFloats);
   for (int t = 0; t < nt; ++t) {
     const float* br = b + static_cast<std::ptrdiff_t>(t) * ldb;
-    PvVec bv[NV];
-    for (int v = 0; v < NV; ++v) bv[v] = pv_load(br + v * kPvLanes);
+    FloatVec bv[NV];
+    for (int v = 0; v < NV; ++v) bv[v] = vec_load(br + v * kVecFloats);
     for (int l = 0; l < L; ++l) {
-      const PvVec at = pv_set1(a[l][t]);
-      for (int v = 0; v < NV; ++v) acc[l][v] = pv_fmav(at, bv[v], acc[l][v]);
+      const FloatVec at = vec_broadcast(a[l][t]);
+      for (int v = 0; v < NV; ++v) acc[l][v] = vec_fma(at, bv[v], acc[l][v]);
     }
   }
   for (int l = 0; l < L; ++l)
-    for (int v = 0; v < NV; ++v) pv_store(out[l] + off + v * kPvLanes, acc[l][v]);
+    for (int v = 0; v < NV; ++v) vec_store(out[l] + off + v * kVecFloats, acc[l][v]);
 }
 
 template <int L>
-void key_dots_lanes(const float* const* q, const EmulatedOps::Mat& Kt, int col0, int hd, int b0, int b1,
+void key_dots_lanes(const float* const* q, const HostMat& Kt, int col0, int hd, int b0, int b1,
                     float* const* s) {
   const int nk = b1 - b0 + 1;
   const std::ptrdiff_t ld = Kt.cols();
   const float* kt0 = Kt.data() + static_cast<std::ptrdiff_t>(col0) * ld;
   int j = 0;
-  for (; j + 4 * kPvLanes <= nk; j += 4 * kPvLanes)
+  for (; j + 4 * kVecFloats <= nk; j += 4 * kVecFloats)
     lane_fma_chains<L, 4, true>(q, kt0 + b0 + j, ld, hd, s, j);
-  for (; j + kPvLanes <= nk; j += kPvLanes) lane_fma_chains<L, 1, true>(q, kt0 + b0 + j, ld, hd, s, j);
+  for (; j + kVecFloats <= nk; j += kVecFloats) lane_fma_chains<L, 1, true>(q, kt0 + b0 + j, ld, hd, s, j);
   if (j < nk)
     for (int l = 0; l < L; ++l) key_dots(q[l], Kt, col0, hd, b0 + j, b1, s[l] + j);
 }
@@ -291,15 +108,15 @@ void key_dots_lanes(const float* const* q, const EmulatedOps::Mat& Kt, int col0,
 // acc[d] = fma(p[j], V[j][col0 + d], acc[d]) for keys j = b0..b1 in order, for every d and each of
 // L lanes; up to four vectors of dimensions per lane in registers (lane_fma_chains), the rest scalar.
 template <int L>
-void accumulate_pv(const float* const* p, const EmulatedOps::Mat& V, int col0, int hd, int b0, int b1,
+void accumulate_pv(const float* const* p, const HostMat& V, int col0, int hd, int b0, int b1,
                    float* const* acc) {
   const std::ptrdiff_t ldv = V.cols();
   const float* v0 = V.data() + static_cast<std::ptrdiff_t>(b0) * ldv + col0;
   const int nk = b1 - b0 + 1;
   int d0 = 0;
-  for (; d0 + 4 * kPvLanes <= hd; d0 += 4 * kPvLanes)
+  for (; d0 + 4 * kVecFloats <= hd; d0 += 4 * kVecFloats)
     lane_fma_chains<L, 4, false>(p, v0 + d0, ldv, nk, acc, d0);
-  for (; d0 + kPvLanes <= hd; d0 += kPvLanes) lane_fma_chains<L, 1, false>(p, v0 + d0, ldv, nk, acc, d0);
+  for (; d0 + kVecFloats <= hd; d0 += kVecFloats) lane_fma_chains<L, 1, false>(p, v0 + d0, ldv, nk, acc, d0);
   if (d0 < hd)
     for (int l = 0; l < L; ++l)
       for (int j = b0; j <= b1; ++j) {
@@ -311,7 +128,7 @@ void accumulate_pv(const float* const* p, const EmulatedOps::Mat& V, int col0, i
 
 // Dispatch a chunk of 1..kLaneChunk lanes to the templates.
 template <template <int> class F, typename... A>
-void by_lanes(int nl, A&&... a) {
+void call_with_lane_count(int nl, A&&... a) {
   switch (nl) {
     case 1:
       F<1>::run(a...);
@@ -328,20 +145,20 @@ void by_lanes(int nl, A&&... a) {
   }
 }
 template <int L>
-struct KeyDotsF {
-  static void run(const float* const* q, const EmulatedOps::Mat& Kt, int col0, int hd, int b0, int b1,
+struct KeyDotsOfLanes {
+  static void run(const float* const* q, const HostMat& Kt, int col0, int hd, int b0, int b1,
                   float* const* s) {
     key_dots_lanes<L>(q, Kt, col0, hd, b0, b1, s);
   }
 };
 template <int L>
-struct PvF {
-  static void run(const float* const* p, const EmulatedOps::Mat& V, int col0, int hd, int b0, int b1,
+struct AccumulatePvOfLanes {
+  static void run(const float* const* p, const HostMat& V, int col0, int hd, int b0, int b1,
                   float* const* acc) {
     accumulate_pv<L>(p, V, col0, hd, b0, b1, acc);
   }
 };
-static_assert(kLaneChunk == 4, "by_lanes dispatches 1..4 lanes");
+static_assert(kLaneChunk == 4, "call_with_lane_count dispatches 1..4 lanes");
 
 // max(m, s[0], ..., s[nk-1]) folded in order with std::max, as the single-vector kernel does: a NaN
 // score never enters (std::max keeps its first argument unless the second is greater), so the
@@ -352,18 +169,18 @@ inline float max_scores(const float* s, int nk, float m) {
   int j = 0;
   float mv = -std::numeric_limits<float>::infinity();
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-  if (nk >= kPvLanes) {
+  if (nk >= kVecFloats) {
 #if defined(__AVX512F__)
     __m512 a = _mm512_set1_ps(mv);
     // (s > a) ? s : a per lane (the mask form: GCC 12 warns on the plain one's undefined passthrough)
-    for (; j + kPvLanes <= nk; j += kPvLanes)
+    for (; j + kVecFloats <= nk; j += kVecFloats)
       a = _mm512_mask_max_ps(a, static_cast<__mmask16>(0xFFFF), _mm512_loadu_ps(s + j), a);
 #else
     __m256 a = _mm256_set1_ps(mv);
-    for (; j + kPvLanes <= nk; j += kPvLanes) a = _mm256_max_ps(_mm256_loadu_ps(s + j), a);
+    for (; j + kVecFloats <= nk; j += kVecFloats) a = _mm256_max_ps(_mm256_loadu_ps(s + j), a);
 #endif
-    alignas(64) float lanes[kPvLanes];
-    pv_store(lanes, a);
+    alignas(64) float lanes[kVecFloats];
+    vec_store(lanes, a);
     for (const float x : lanes) mv = std::max(mv, x);
   }
 #endif
@@ -419,8 +236,7 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
       }
       cache.kt[li](c, pos0 + r) = K(pos0 + r, c);
     }
-  const float softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
-  const float c_log2 = softmax_scale * (fp8_kv ? qs * ks : 1.0f) * std::numbers::log2e_v<float>;
+  const float c_log2 = num::attention_exp2_scale(hd, fp8_kv ? qs * ks : 1.0f);
   const int block = std::max(1, style_.attn_block);
   const int partition = style_.attention == AttentionKind::split_kv ? std::max(1, style_.split_kv_partition)
                                                                     : std::numeric_limits<int>::max();
@@ -442,11 +258,11 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
   const int tile_rows = static_cast<int>(
       std::max(1LL, std::min<long long>({n, kAttnTileRows, kAttnStateBudget / state_per_row})));
   const int chunk = block >= kScoreChunk ? block : (kScoreChunk / block) * block;
-  enum class PRound { none, bf16, fp16, e4m3 };
-  const PRound p_round = !style_.attn_p_round           ? PRound::none
-                         : fp8_kv                       ? PRound::e4m3
-                         : style_.act == ActDtype::bf16 ? PRound::bf16
-                                                        : PRound::fp16;
+  enum class ProbRounding { none, bf16, fp16, e4m3 };
+  const ProbRounding p_rounding = !style_.attn_p_round           ? ProbRounding::none
+                                  : fp8_kv                       ? ProbRounding::e4m3
+                                  : style_.act == ActDtype::bf16 ? ProbRounding::bf16
+                                                                 : ProbRounding::fp16;
   const int tiles = (n + tile_rows - 1) / tile_rows;
   const int kvh = spec_.kv_heads;
   const std::size_t ntasks = static_cast<std::size_t>(tiles) * static_cast<std::size_t>(kvh);
@@ -494,7 +310,7 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
             qp[i] = qv.data() + static_cast<std::size_t>(c + i) * static_cast<std::size_t>(hd);
             sp[i] = s.data() + static_cast<std::size_t>(c + i) * static_cast<std::size_t>(chunk);
           }
-          by_lanes<KeyDotsF>(nl, qp, Kt, g * hd, hd, c0, e, sp);
+          call_with_lane_count<KeyDotsOfLanes>(nl, qp, Kt, g * hd, hd, c0, e, sp);
         }
       };
       // Online-softmax update and P.V of lanes [la, lb) for the block b0..b1 of partition pi (scores
@@ -516,16 +332,16 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
           for (int j = 0; j < nk; ++j) pl[j] = std::fma(sl[j], c_log2, -m_scaled);
           num::exp2_model_inplace(pl, nk);
           for (int j = 0; j < nk; ++j) l += pl[j];
-          switch (p_round) {
-            case PRound::none:
+          switch (p_rounding) {
+            case ProbRounding::none:
               break;
-            case PRound::e4m3:
+            case ProbRounding::e4m3:
               for (int j = 0; j < nk; ++j) pl[j] = num::round_e4m3_sat(pl[j]);
               break;
-            case PRound::bf16:
+            case ProbRounding::bf16:
               for (int j = 0; j < nk; ++j) pl[j] = num::round_bf16(pl[j]);
               break;
-            case PRound::fp16:
+            case ProbRounding::fp16:
               for (int j = 0; j < nk; ++j) pl[j] = num::round_fp16(pl[j]);
               break;
           }
@@ -540,7 +356,7 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
             pp[i] = pr.data() + static_cast<std::size_t>(c + i) * static_cast<std::size_t>(chunk);
             ap[i] = acc_ptr(c + i, pi);
           }
-          by_lanes<PvF>(nl, pp, V, g * hd, hd, b0, b1, ap);
+          call_with_lane_count<AccumulatePvOfLanes>(nl, pp, V, g * hd, hd, b0, b1, ap);
         }
       };
       // Partitions, then chunks of whole blocks, then blocks. Active rows: pos0 + r >= the first key.
@@ -605,35 +421,6 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
           }
         }
       }
-    }
-  });
-}
-
-void EmulatedOps::silu_mul(const Mat& gate, const Mat& up, Mat& out) const {
-  out.resize(gate.rows(), gate.cols());
-  parallel_for(static_cast<std::size_t>(gate.size()), kElemGrain, [&](std::size_t b, std::size_t e) {
-    for (std::size_t i = b; i < e; ++i) {
-      const float g = gate.data()[i], u = up.data()[i];
-      const float silu = g / (1.0f + num::expf_model(-g));
-      // vLLM's silu_and_mul: one fp32 expression, one rounding; HF/Megatron: act_fn(gate) is a
-      // separate bf16 tensor, then the product rounds again.
-      out.data()[i] = style_.mlp_fused ? round_act(silu * u) : round_act(round_act(silu) * u);
-    }
-  });
-}
-
-void EmulatedOps::logprobs(const Mat& xn, Mat& out, bool decode_step) const {
-  gemm(xn, w_.lm_head, out, style_.logits_fp32, decode_step);
-  // log_softmax in fp32 per row: max, sequential sum of exp(x - max), log.
-  parallel_for(static_cast<std::size_t>(out.rows()), 1, [&](std::size_t r0, std::size_t r1) {
-    for (std::size_t r = r0; r < r1; ++r) {
-      float* row = out.row(static_cast<Eigen::Index>(r)).data();
-      float m = -std::numeric_limits<float>::infinity();
-      for (int i = 0; i < out.cols(); ++i) m = std::max(m, row[i]);
-      float sum = 0.0f;
-      for (int i = 0; i < out.cols(); ++i) sum += num::expf_model(row[i] - m);
-      const float lse = m + num::logf_model(sum);
-      for (int i = 0; i < out.cols(); ++i) row[i] = row[i] - lse;
     }
   });
 }

@@ -1,0 +1,42 @@
+// EmulatedOps itself: construction, the KV cache, the embedding and the act-format rounding. The
+// ops live one per file next to this one (norm, linear, rope, attention, silu, logprobs), each the
+// mirror of kernels/<op>.cu.
+#include "rlparity/model/emulated_ops.hpp"
+
+#include <algorithm>
+
+#include "rlparity/model/rope.hpp"
+#include "rlparity/numerics/ops.hpp"
+#include "rlparity/util/error.hpp"
+
+namespace rlp {
+
+EmulatedOps::EmulatedOps(const ModelSpec& spec, const PreparedWeights& weights, const PathStyle& style,
+                         const KvScales* kv_scales)
+    : spec_(spec), w_(weights), style_(style) {
+  if (kv_scales) kv_scales_ = *kv_scales;
+  if (style_.kv_cache == KvCacheDtype::fp8 && kv_scales_.empty())
+    RLP_THROW("path '{}' has an fp8 KV cache but no KV scales were calibrated", style_.name);
+  for (double f : rope_inv_freq(spec)) inv_freq_.push_back(static_cast<float>(f));
+}
+
+float EmulatedOps::round_act(float x) const { return num::round_act(x, style_.act); }
+
+EmulatedOps::Cache EmulatedOps::new_cache(int capacity) const {
+  Cache c;
+  const int width = spec_.kv_heads * spec_.head_dim;
+  c.k.assign(static_cast<std::size_t>(spec_.layers), Mat(capacity, width));
+  c.v.assign(static_cast<std::size_t>(spec_.layers), Mat(capacity, width));
+  c.kt.assign(static_cast<std::size_t>(spec_.layers), Mat(width, capacity));
+  return c;
+}
+
+void EmulatedOps::embed(const int32_t* tokens, int n, Mat& h) const {
+  const int H = spec_.hidden;
+  h.resize(n, H);
+  for (int i = 0; i < n; ++i) {
+    const float* row = w_.embed.data() + static_cast<std::size_t>(tokens[i]) * static_cast<std::size_t>(H);
+    std::copy(row, row + H, h.row(i).data());
+  }
+}
+}  // namespace rlp
