@@ -15,6 +15,8 @@
 #          stories260K (bundled; responses sampled once here) and the issue-4 benchmark shape
 #          (tools/gpu-check.sh generates that checkpoint there from the same seed and checks its
 #          sha256 against DIR/ref/bench-ckpt.sha256).
+# RLPARITY_GPU_BUNDLE_KEEP_REF=1 rebuilds DIR/bin only and keeps DIR/ref: for a change that keeps
+# the emulator's bits (check with tools/same-bits.sh first), the CPU references are still valid.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -38,6 +40,10 @@ for b in "$DIR"/bin/*; do [[ -f $b ]] && ldd "$b"; done | awk '/=> \// {print $3
 mkdir -p "$DIR/bin/lib/fallback"
 mv -f "$DIR"/bin/lib/libstdc++.so.6 "$DIR"/bin/lib/libgcc_s.so.1 "$DIR/bin/lib/fallback/"
 du -sh "$DIR/bin"
+if [[ "${RLPARITY_GPU_BUNDLE_KEEP_REF:-0}" == "1" && -s "$DIR/ref/bench-cpu.h5" ]]; then
+  echo "gpu-bundle: kept the CPU references in $DIR/ref"
+  exit 0
+fi
 
 RLP=$DIR/bin/rlparity
 # A python3 with h5py (Debian's python3-h5py is for /usr/bin/python3, which a pyenv may shadow).
