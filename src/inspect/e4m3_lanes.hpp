@@ -2,6 +2,9 @@
 // types, exact float -> double widening, and the e4m3 quantization of 16 elements in each scale
 // convention. GCC/Clang vector extensions, lowered to AVX-512, AVX2 or SSE2 by the target: each lane
 // does exactly the scalar operation, so results do not depend on -march. Internal to src/inspect.
+// Not src/numerics/simd_lanes.hpp: the lane count is fixed at 16 on every target (lane j's partial
+// sums are part of the output) and the kernel needs integer and double lanes with whole-vector
+// compares and selects, none of which those float-only, target-width traits provide.
 #pragma once
 #include <bit>
 #include <cstdint>

@@ -8,9 +8,9 @@
 //   NativeLanes     the widest of them the target has (ScalarLanes<1> without AVX2): for kernels
 //                   that take whatever width there is, as the attention micro-kernels' pv_* do
 //   DoubleLanes     float64 lanes for the oracle: s + x * w as a multiply then an add, never fused
-// Users: the GEMM kernels (gemm_*.cpp). The attention helpers (pv_* in src/model) map one to one
-// onto NativeLanes (load, store, set, zero, fma); inspect's 16-lane block kernel uses GCC vector
-// extensions instead (whole-vector compares and selects), which these traits do not replace.
+// Users: the GEMM kernels (gemm_*.cpp) and the attention micro-kernels (src/model/ops/attention.cpp,
+// NativeLanes); inspect's 16-lane block kernel uses GCC vector extensions instead (fixed width,
+// whole-vector compares and selects), which these traits do not replace.
 #pragma once
 #include <algorithm>
 #include <cmath>

@@ -9,6 +9,7 @@
 #include <immintrin.h>
 #endif
 
+#include "numerics/simd_lanes.hpp"
 #include "rlparity/model/emulated_ops.hpp"
 #include "rlparity/numerics/exp2.hpp"
 #include "rlparity/numerics/formats.hpp"
@@ -21,33 +22,10 @@ namespace rlp {
 
 namespace {
 
-// SIMD helpers of the attention micro-kernels: FloatVec is one register of kVecFloats floats (plain
-// float without AVX2/AVX-512, where the same code runs lane by lane); the scores and P.V both use it.
-#if defined(__AVX512F__)
-constexpr int kVecFloats = 16;
-using FloatVec = __m512;
-inline FloatVec vec_load(const float* p) { return _mm512_loadu_ps(p); }
-inline void vec_store(float* p, FloatVec v) { _mm512_storeu_ps(p, v); }
-inline FloatVec vec_broadcast(float a) { return _mm512_set1_ps(a); }
-inline FloatVec vec_zero() { return _mm512_setzero_ps(); }
-inline FloatVec vec_fma(FloatVec a, FloatVec b, FloatVec c) { return _mm512_fmadd_ps(a, b, c); }
-#elif defined(__AVX2__) && defined(__FMA__)
-constexpr int kVecFloats = 8;
-using FloatVec = __m256;
-inline FloatVec vec_load(const float* p) { return _mm256_loadu_ps(p); }
-inline void vec_store(float* p, FloatVec v) { _mm256_storeu_ps(p, v); }
-inline FloatVec vec_broadcast(float a) { return _mm256_set1_ps(a); }
-inline FloatVec vec_zero() { return _mm256_setzero_ps(); }
-inline FloatVec vec_fma(FloatVec a, FloatVec b, FloatVec c) { return _mm256_fmadd_ps(a, b, c); }
-#else
-constexpr int kVecFloats = 1;
-using FloatVec = float;
-inline FloatVec vec_load(const float* p) { return *p; }
-inline void vec_store(float* p, FloatVec v) { *p = v; }
-inline FloatVec vec_broadcast(float a) { return a; }
-inline FloatVec vec_zero() { return 0.0f; }
-inline FloatVec vec_fma(FloatVec a, FloatVec b, FloatVec c) { return std::fma(a, b, c); }
-#endif
+// The attention micro-kernels run over the target's native lanes (one float per lane without
+// AVX2/AVX-512, where the same code runs lane by lane); the scores and P.V both use them.
+using Lanes = num::simd::NativeLanes;
+constexpr int kVecFloats = Lanes::W;
 
 // Query vectors ("lanes": the rows of a tile times the heads of one KV group) that share one key
 // range b0..b1 go through the micro-kernels below up to kLaneChunk at a time: each K/V vector
@@ -75,20 +53,21 @@ void key_dots(const float* q, const HostMat& Kt, int col0, int hd, int b0, int b
 template <int L, int NV, bool FromZero>
 void lane_fma_chains(const float* const* a, const float* b, std::ptrdiff_t ldb, int nt, float* const* out,
                      int off) {
-  FloatVec acc[L][NV];
+  Lanes::V acc[L][NV];
   for (int l = 0; l < L; ++l)
-    for (int v = 0; v < NV; ++v) acc[l][v] = FromZero ? vec_zero() : vec_load(out[l] + off + v * kVecFloats);
+    for (int v = 0; v < NV; ++v)
+      acc[l][v] = FromZero ? Lanes::zero() : Lanes::load(out[l] + off + v * kVecFloats);
   for (int t = 0; t < nt; ++t) {
     const float* br = b + static_cast<std::ptrdiff_t>(t) * ldb;
-    FloatVec bv[NV];
-    for (int v = 0; v < NV; ++v) bv[v] = vec_load(br + v * kVecFloats);
+    Lanes::V bv[NV];
+    for (int v = 0; v < NV; ++v) bv[v] = Lanes::load(br + v * kVecFloats);
     for (int l = 0; l < L; ++l) {
-      const FloatVec at = vec_broadcast(a[l][t]);
-      for (int v = 0; v < NV; ++v) acc[l][v] = vec_fma(at, bv[v], acc[l][v]);
+      const Lanes::V at = Lanes::set(a[l][t]);
+      for (int v = 0; v < NV; ++v) acc[l][v] = Lanes::fma(at, bv[v], acc[l][v]);
     }
   }
   for (int l = 0; l < L; ++l)
-    for (int v = 0; v < NV; ++v) vec_store(out[l] + off + v * kVecFloats, acc[l][v]);
+    for (int v = 0; v < NV; ++v) Lanes::store(out[l] + off + v * kVecFloats, acc[l][v]);
 }
 
 template <int L>
@@ -180,7 +159,7 @@ inline float max_scores(const float* s, int nk, float m) {
     for (; j + kVecFloats <= nk; j += kVecFloats) a = _mm256_max_ps(_mm256_loadu_ps(s + j), a);
 #endif
     alignas(64) float lanes[kVecFloats];
-    vec_store(lanes, a);
+    Lanes::store(lanes, a);
     for (const float x : lanes) mv = std::max(mv, x);
   }
 #endif
