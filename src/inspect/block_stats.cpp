@@ -374,13 +374,7 @@ std::vector<QuantStats> inspect_matrix(const uint8_t* data, DType dtype, int64_t
         const bool partial_block = nr < block || nc < block;
         for (size_t ci = 0; ci < K; ++ci) {
           const ScaleConvention conv = conventions[ci];
-          uint32_t mc = m, allc = all;
-          if (conv == ScaleConvention::nemo_refit && partial_block) {
-            const uint32_t a = std::bit_cast<uint32_t>(last) & 0x7FFFFFFFu;
-            if (a <= 0x7F800000u) mc = std::max(mc, a);
-            allc = std::max(allc, a);
-          }
-          amax_c[ci] = num::finish_amax(std::bit_cast<float>(mc), allc > 0x7F800000u, conv);
+          amax_c[ci] = num::block_amax(m, all > 0x7F800000u, partial_block, last, conv);
           multiplies[ci] = conv != ScaleConvention::vllm;
         }
         const float xmax = std::bit_cast<float>(m);    // the block's largest |x| (finite blocks)
