@@ -101,7 +101,7 @@ __global__ void attention_kernel(const float* q, const float* K, const float* V,
       for (int j = b0 + static_cast<int>(threadIdx.x); j <= b1; j += blockDim.x) {
         const float pj = exp2_f(fmaf(s[j - b0], c, -sh_mscaled), p.exact);
         s[j - b0] = pj;
-        pr[j - b0] = !p.p_round ? pj : (p.fp8 ? num::round_e4m3_sat(pj) : num::round_act(pj, p.act));
+        pr[j - b0] = num::round_to(pj, num::attention_p_format(p.p_round, p.fp8, p.act));
       }
       __syncthreads();
       if (threadIdx.x == 0) {

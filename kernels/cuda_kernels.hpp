@@ -15,7 +15,7 @@
 namespace rlp::cuda::kern {
 
 // Rounding format of activations: bf16 or fp16 (values held in float).
-enum class Act : int { bf16 = 0, fp16 = 1 };
+using num::Half16;
 
 // ---- norms (norm.cu) ---------------------------------------------------------------------------
 // resid[r] += delta[r] (delta may be null) stored in the act format (or kept fp32), then
@@ -26,12 +26,12 @@ enum class Act : int { bf16 = 0, fp16 = 1 };
 // exact (--cuda-gemm exact): the emulator's order instead, a sequential fma chain over the row and
 // r = 1 / sqrtf(var + eps) with IEEE division and square root (bit-identical to rms_norm_row).
 void add_rms_norm(float* resid, const float* delta, const float* w, int rows, int n, float eps, bool fused,
-                  bool resid_fp32, Act act, float* out, bool exact = false);
+                  bool resid_fp32, Half16 act, float* out, bool exact = false);
 // Per-head RMSNorm of q or k in place (Qwen3): segments of `hd` of each row, weight w[hd].
-void head_rms_norm(float* x, const float* w, int rows, int cols, int hd, float eps, bool fused, Act act,
+void head_rms_norm(float* x, const float* w, int rows, int cols, int hd, float eps, bool fused, Half16 act,
                    bool exact = false);
 // out = a + b, rounded to act unless resid_fp32. Bit-identical to the emulator.
-void residual_sum(const float* a, const float* b, float* out, std::size_t n, bool resid_fp32, Act act);
+void residual_sum(const float* a, const float* b, float* out, std::size_t n, bool resid_fp32, Half16 act);
 
 // ---- RoPE (rope.cu) ----------------------------------------------------------------------------
 // Rotates the first/second halves of every head of q [rows x q_cols] and k [rows x k_cols] in
@@ -39,12 +39,12 @@ void residual_sum(const float* a, const float* b, float* out, std::size_t n, boo
 // double and rounded to float, as the emulator does (so the table is identical); table_rounded:
 // vLLM (table and every product in act), else TE (fp32, one rounding).
 void rope(float* q, int q_cols, float* k, int k_cols, const int* positions, int rows, const float* inv_freq,
-          int hd, bool table_rounded, Act act);
+          int hd, bool table_rounded, Half16 act);
 
 // ---- SiLU-gated MLP (silu.cu) ------------------------------------------------------------------
 // out = act(silu(g) * u) (fused) or act(act(silu(g)) * u); silu(g) = g / (1 + expf(-g)).
 // exact: expf is the emulation's model (libm_model.hpp), as on the CPU.
-void silu_mul(const float* gate, const float* up, float* out, std::size_t n, bool fused, Act act,
+void silu_mul(const float* gate, const float* up, float* out, std::size_t n, bool fused, Half16 act,
               bool exact = false);
 
 // ---- attention with a KV cache (attention.cu) --------------------------------------------------
@@ -69,7 +69,7 @@ struct AttentionParams {
   bool fp8 = false;  // fp8 KV cache: q quantized, P rounded to e4m3
   float q_scale = 1.0f, v_scale = 1.0f;
   float c_log2 = 0.0f;  // softmax_scale * (q_scale * k_scale if fp8) * log2(e), from the host
-  Act act = Act::bf16;
+  Half16 act = Half16::bf16;
   bool exact = false;  // exp2/log2 from the emulation's models (libm_model.hpp)
   // Rows of different sequences (a decode step): row r attends over the cache Ks[r] / Vs[r] up to
   // position positions[r] (device arrays; max_position = the largest, from the host). Null: the

@@ -20,8 +20,6 @@ using Lock = std::lock_guard<std::mutex>;
 enum Slot { kA, kB, kC, kD, kE, kCodes, kScaleInv, kScaleVec, kPos, kX16, kScratch, kPtrs, kSlotCount };
 static_assert(kSlotCount <= CudaContext::kSlots);
 
-kern::Act act_of(const PathStyle& s) { return s.act == ActDtype::fp16 ? kern::Act::fp16 : kern::Act::bf16; }
-
 std::size_t size_of(const HostMat& m) { return static_cast<std::size_t>(m.size()); }
 
 void to_device(float* d, const HostMat& m) {
@@ -114,15 +112,15 @@ void CudaOps::add_norm(Mat& resid, const Mat* delta, int layer, NormSlot slot, M
   to_device(d_res, resid);
   if (delta) to_device(d_delta, *delta);
   kern::add_rms_norm(d_res, d_delta, w_->norm(layer, slot), rows, H, eps(),
-                     style_.norm == NormKind::fused_add, style_.residual == ResidualDtype::fp32,
-                     act_of(style_), d_out, ctx_->exact());
+                     style_.norm == NormKind::fused_add, style_.residual == ResidualDtype::fp32, style_.act,
+                     d_out, ctx_->exact());
   to_host(resid, d_res);
   to_host(out, d_out);
 }
 
 void CudaOps::residual_sum(const Mat& resid, const Mat& delta, Mat& out) const {
   elementwise_pair(*ctx_, resid, delta, out, [&](const float* a, const float* b, float* o, std::size_t n) {
-    kern::residual_sum(a, b, o, n, style_.residual == ResidualDtype::fp32, act_of(style_));
+    kern::residual_sum(a, b, o, n, style_.residual == ResidualDtype::fp32, style_.act);
   });
 }
 
@@ -148,18 +146,18 @@ bool CudaOps::gemm(const Mat& x, const CudaLinear& lin, const PreparedLinear& ho
   if (ctx_->exact()) return gemm_exact(x, lin, out_fp32, decode_step, d_y);
   const int M = static_cast<int>(x.rows()), N = lin.out, K = lin.in;
   // Bias: fp32 GEMM output, bias added and rounded once to the act format (as the emulator).
-  const num::OutRound act_round = style_.act == ActDtype::bf16 ? num::OutRound::bf16 : num::OutRound::fp16;
+  const num::OutRound act_round = num::out_round_of(style_.act);
   const num::OutRound out = !lin.bias.empty() ? act_round : (out_fp32 ? num::OutRound::fp32 : act_round);
   const float* bias = lin.bias.empty() ? nullptr : lin.bias.get();
   if (!lin.fp8) {
     bits_.resize(size_of(x));
     for (std::size_t i = 0; i < bits_.size(); ++i)
-      bits_[i] = style_.act == ActDtype::bf16 ? num::float_to_bf16_bits(x.data()[i])
-                                              : num::float_to_fp16_bits(x.data()[i]);
+      bits_[i] = style_.act == num::Half16::bf16 ? num::float_to_bf16_bits(x.data()[i])
+                                                 : num::float_to_fp16_bits(x.data()[i]);
     uint16_t* d_x = ctx_->scratch<uint16_t>(kX16, bits_.size());
     if (!bits_.empty())
       RLP_CUDA_CHECK(cudaMemcpy(d_x, bits_.data(), bits_.size() * sizeof(uint16_t), cudaMemcpyHostToDevice));
-    ctx_->gemm().gemm16(d_x, lin.w16.get(), M, N, K, style_.act == ActDtype::fp16, bias, out, d_y);
+    ctx_->gemm().gemm16(d_x, lin.w16.get(), M, N, K, style_.act == num::Half16::fp16, bias, out, d_y);
     return true;
   }
   if (!lin.fp8_on_gpu) {
@@ -204,7 +202,7 @@ bool CudaOps::gemm_exact(const Mat& x, const CudaLinear& lin, bool out_fp32, boo
   to_device(d_x, x);
   ctx_->gemm().timing_begin();
   if (!lin.fp8) {
-    kern::gemm_exact_f32acc(d_x, lin.w16.get(), style_.act == ActDtype::fp16, M, N, K, cfg, d_raw);
+    kern::gemm_exact_f32acc(d_x, lin.w16.get(), style_.act == num::Half16::fp16, M, N, K, cfg, d_raw);
   } else {
     uint8_t* d_codes = nullptr;
     float* d_sinv = nullptr;
@@ -245,8 +243,7 @@ void CudaOps::head_norm(Mat& x, int layer, Proj which) const {
   float* d = ctx_->scratch<float>(kA, size_of(x));
   to_device(d, x);
   kern::head_rms_norm(d, w_->head_norm(layer, which), static_cast<int>(x.rows()), static_cast<int>(x.cols()),
-                      spec_.head_dim, eps(), style_.norm == NormKind::fused_add, act_of(style_),
-                      ctx_->exact());
+                      spec_.head_dim, eps(), style_.norm == NormKind::fused_add, style_.act, ctx_->exact());
   to_host(x, d);
 }
 
@@ -262,7 +259,7 @@ void CudaOps::rope(Mat& q, Mat& k, const int* positions) const {
     RLP_CUDA_CHECK(
         cudaMemcpy(dpos, positions, static_cast<std::size_t>(rows) * sizeof(int), cudaMemcpyHostToDevice));
   kern::rope(dq, static_cast<int>(q.cols()), dk, static_cast<int>(k.cols()), dpos, rows, inv_freq_.get(),
-             spec_.head_dim, style_.rope_table_rounded, act_of(style_));
+             spec_.head_dim, style_.rope_table_rounded, style_.act);
   to_host(q, dq);
   to_host(k, dk);
 }
@@ -298,7 +295,7 @@ kern::AttentionParams CudaOps::attention_params(int layer, int n, int pos0, floa
   p.v_scale = fp8 ? kv_scales_.v[li] : 1.0f;
   k_scale = fp8 ? kv_scales_.k[li] : 1.0f;
   p.c_log2 = num::attention_exp2_scale(p.hd, fp8 ? p.q_scale * k_scale : 1.0f);
-  p.act = act_of(style_);
+  p.act = style_.act;
   p.exact = ctx_->exact();
   return p;
 }
@@ -409,7 +406,7 @@ bool CudaOps::attention_rows(int layer, const Mat& q, const Mat& k, const Mat& v
 
 void CudaOps::silu_mul(const Mat& gate, const Mat& up, Mat& out) const {
   elementwise_pair(*ctx_, gate, up, out, [&](const float* g, const float* u, float* o, std::size_t n) {
-    kern::silu_mul(g, u, o, n, style_.mlp_fused, act_of(style_), ctx_->exact());
+    kern::silu_mul(g, u, o, n, style_.mlp_fused, style_.act, ctx_->exact());
   });
 }
 

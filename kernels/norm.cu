@@ -12,7 +12,7 @@ constexpr int kThreads = 256;
 __device__ __forceinline__ float inv_sqrt(float v, bool exact) { return exact ? 1.0f / sqrtf(v) : rsqrtf(v); }
 
 __global__ void add_rms_norm_kernel(float* resid, const float* delta, const float* w, int n, float eps,
-                                    bool fused, bool resid_fp32, Act act, float* out, bool exact) {
+                                    bool fused, bool resid_fp32, Half16 act, float* out, bool exact) {
   __shared__ float red[kThreads];
   const std::size_t base = static_cast<std::size_t>(blockIdx.x) * static_cast<std::size_t>(n);
   float* res = resid + base;
@@ -35,7 +35,7 @@ __global__ void add_rms_norm_kernel(float* resid, const float* delta, const floa
 }
 
 __global__ void head_rms_norm_kernel(float* x, const float* w, int cols, int hd, float eps, bool fused,
-                                     Act act, bool exact) {
+                                     Half16 act, bool exact) {
   __shared__ float red[128];
   const int heads = cols / hd;
   const int row = static_cast<int>(blockIdx.x) / heads, h = static_cast<int>(blockIdx.x) % heads;
@@ -52,7 +52,7 @@ __global__ void head_rms_norm_kernel(float* x, const float* w, int cols, int hd,
 }
 
 __global__ void residual_sum_kernel(const float* a, const float* b, float* out, std::size_t n,
-                                    bool resid_fp32, Act act) {
+                                    bool resid_fp32, Half16 act) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i < n) {
     const float z = a[i] + b[i];
@@ -63,14 +63,14 @@ __global__ void residual_sum_kernel(const float* a, const float* b, float* out, 
 }  // namespace
 
 void add_rms_norm(float* resid, const float* delta, const float* w, int rows, int n, float eps, bool fused,
-                  bool resid_fp32, Act act, float* out, bool exact) {
+                  bool resid_fp32, Half16 act, float* out, bool exact) {
   if (rows <= 0) return;
   add_rms_norm_kernel<<<static_cast<unsigned>(rows), kThreads>>>(resid, delta, w, n, eps, fused, resid_fp32,
                                                                  act, out, exact);
   RLP_CUDA_CHECK_LAUNCH("add_rms_norm_kernel");
 }
 
-void head_rms_norm(float* x, const float* w, int rows, int cols, int hd, float eps, bool fused, Act act,
+void head_rms_norm(float* x, const float* w, int rows, int cols, int hd, float eps, bool fused, Half16 act,
                    bool exact) {
   if (rows <= 0) return;
   head_rms_norm_kernel<<<static_cast<unsigned>(rows * (cols / hd)), 128>>>(x, w, cols, hd, eps, fused, act,
@@ -78,7 +78,7 @@ void head_rms_norm(float* x, const float* w, int rows, int cols, int hd, float e
   RLP_CUDA_CHECK_LAUNCH("head_rms_norm_kernel");
 }
 
-void residual_sum(const float* a, const float* b, float* out, std::size_t n, bool resid_fp32, Act act) {
+void residual_sum(const float* a, const float* b, float* out, std::size_t n, bool resid_fp32, Half16 act) {
   if (n == 0) return;
   residual_sum_kernel<<<blocks_for(n, 256), 256>>>(a, b, out, n, resid_fp32, act);
   RLP_CUDA_CHECK_LAUNCH("residual_sum_kernel");

@@ -6,7 +6,7 @@ namespace rlp::cuda::kern {
 namespace {
 
 __global__ void rope_kernel(float* m, int cols, const int* positions, int rows, const float* inv_freq, int hd,
-                            bool table_rounded, Act act) {
+                            bool table_rounded, Half16 act) {
   const int half = hd / 2, heads = cols / hd;
   const std::size_t total =
       static_cast<std::size_t>(rows) * static_cast<std::size_t>(heads) * static_cast<std::size_t>(half);
@@ -24,7 +24,7 @@ __global__ void rope_kernel(float* m, int cols, const int* positions, int rows, 
 }
 
 void launch(float* m, int cols, const int* positions, int rows, const float* inv_freq, int hd,
-            bool table_rounded, Act act) {
+            bool table_rounded, Half16 act) {
   const std::size_t total =
       static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols / hd) * static_cast<std::size_t>(hd / 2);
   if (total == 0) return;
@@ -35,7 +35,7 @@ void launch(float* m, int cols, const int* positions, int rows, const float* inv
 }  // namespace
 
 void rope(float* q, int q_cols, float* k, int k_cols, const int* positions, int rows, const float* inv_freq,
-          int hd, bool table_rounded, Act act) {
+          int hd, bool table_rounded, Half16 act) {
   launch(q, q_cols, positions, rows, inv_freq, hd, table_rounded, act);
   launch(k, k_cols, positions, rows, inv_freq, hd, table_rounded, act);
 }

@@ -6,7 +6,7 @@ namespace rlp::cuda::kern {
 namespace {
 
 __global__ void silu_mul_kernel(const float* gate, const float* up, float* out, std::size_t n, bool fused,
-                                Act act, bool exact) {
+                                Half16 act, bool exact) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   const float g = gate[i];
@@ -15,7 +15,7 @@ __global__ void silu_mul_kernel(const float* gate, const float* up, float* out, 
 
 }  // namespace
 
-void silu_mul(const float* gate, const float* up, float* out, std::size_t n, bool fused, Act act,
+void silu_mul(const float* gate, const float* up, float* out, std::size_t n, bool fused, Half16 act,
               bool exact) {
   if (n == 0) return;
   silu_mul_kernel<<<blocks_for(n, 256), 256>>>(gate, up, out, n, fused, act, exact);

@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
   app.add_option("--outlier-channel", o.outlier_channel, "the outlier input channel")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
-  o.dtype = dtype == "bf16" ? rlp::DType::bf16 : dtype == "f16" ? rlp::DType::f16 : rlp::DType::f32;
+  o.dtype = dtype == "bf16" ? rlp::DType::bf16 : dtype == "f16" ? rlp::DType::fp16 : rlp::DType::fp32;
   try {
     rlp::write_random_checkpoint(o);
   } catch (const rlp::Error& e) {

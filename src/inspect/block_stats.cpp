@@ -191,7 +191,7 @@ bool same_block(const BlockScale& a, bool a_mul, const BlockScale& b, bool b_mul
 // Converts n elements of `dtype` to float.
 inline void load_as_float(const uint8_t* p, DType dtype, size_t n, float* out) {
   switch (dtype) {
-    case DType::f32:
+    case DType::fp32:
       std::memcpy(out, p, 4 * n);
       break;
     case DType::bf16:
@@ -201,7 +201,7 @@ inline void load_as_float(const uint8_t* p, DType dtype, size_t n, float* out) {
         out[i] = std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
       }
       break;
-    case DType::f16:
+    case DType::fp16:
       for (size_t i = 0; i < n; ++i) {
         uint16_t b;
         std::memcpy(&b, p + 2 * i, 2);
@@ -489,7 +489,7 @@ std::vector<QuantStats> inspect_matrix(const uint8_t* data, DType dtype, int64_t
 
 std::vector<QuantStats> inspect_matrix(const float* x, int64_t rows, int64_t cols, int block,
                                        const std::vector<ScaleConvention>& conventions) {
-  return inspect_matrix(reinterpret_cast<const uint8_t*>(x), DType::f32, rows, cols, block, conventions);
+  return inspect_matrix(reinterpret_cast<const uint8_t*>(x), DType::fp32, rows, cols, block, conventions);
 }
 
 }  // namespace rlp

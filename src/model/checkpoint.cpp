@@ -30,17 +30,17 @@ namespace fs = std::filesystem;
 // ---- dtype and TensorView ----------------------------------------------------------------------
 const char* dtype_name(DType d) {
   switch (d) {
-    case DType::f32:
+    case DType::fp32:
       return "F32";
     case DType::bf16:
       return "BF16";
-    case DType::f16:
+    case DType::fp16:
       return "F16";
   }
   return "?";
 }
 
-std::size_t dtype_size(DType d) { return d == DType::f32 ? 4 : 2; }
+std::size_t dtype_size(DType d) { return d == DType::fp32 ? 4 : 2; }
 
 int64_t TensorView::numel() const {
   int64_t n = 1;
@@ -69,11 +69,11 @@ inline uint64_t load64(const uint8_t* p) {
 float TensorView::at(int64_t i) const {
   const auto k = static_cast<std::size_t>(i);
   switch (dtype) {
-    case DType::f32:
+    case DType::fp32:
       return num::bits_f32(load32(data + 4 * k));
     case DType::bf16:
       return num::bf16_bits_to_float(load16(data + 2 * k));
-    case DType::f16:
+    case DType::fp16:
       return num::fp16_bits_to_float(load16(data + 2 * k));
   }
   return 0.0f;
@@ -82,13 +82,13 @@ float TensorView::at(int64_t i) const {
 void TensorView::to_float(float* out) const {
   const auto n = static_cast<std::size_t>(numel());
   switch (dtype) {
-    case DType::f32:
+    case DType::fp32:
       std::memcpy(out, data, 4 * n);
       break;
     case DType::bf16:
       for (std::size_t i = 0; i < n; ++i) out[i] = num::bf16_bits_to_float(load16(data + 2 * i));
       break;
-    case DType::f16:
+    case DType::fp16:
       for (std::size_t i = 0; i < n; ++i) out[i] = num::fp16_bits_to_float(load16(data + 2 * i));
       break;
   }
@@ -161,11 +161,11 @@ uint64_t xxh64(const void* data, std::size_t n, uint64_t seed) {
 namespace {
 bool is_nonfinite(const uint8_t* p, DType d) {
   switch (d) {
-    case DType::f32:
+    case DType::fp32:
       return (load32(p) & 0x7F800000u) == 0x7F800000u;
     case DType::bf16:
       return (load16(p) & 0x7F80u) == 0x7F80u;
-    case DType::f16:
+    case DType::fp16:
       return (load16(p) & 0x7C00u) == 0x7C00u;
   }
   return false;
@@ -177,7 +177,7 @@ bool is_nonfinite(const uint8_t* p, DType d) {
 // is searched only if something was found.
 int64_t first_nonfinite(const uint8_t* p, std::size_t n, DType d) {
   uint64_t mask, add, top;
-  if (d == DType::f32) {
+  if (d == DType::fp32) {
     mask = 0x7F8000007F800000ull, add = 0x0080000000800000ull, top = 0x8000000080000000ull;
   } else if (d == DType::bf16) {
     mask = 0x7F807F807F807F80ull, add = 0x0080008000800080ull, top = 0x8000800080008000ull;

@@ -25,7 +25,7 @@ TensorData make_tensor(const std::string& name, DType dtype, std::vector<int64_t
   t.bytes.resize(values.size() * dtype_size(dtype));
   uint8_t* p = t.bytes.data();
   for (std::size_t i = 0; i < values.size(); ++i) {
-    if (dtype == DType::f32) {
+    if (dtype == DType::fp32) {
       std::memcpy(p + 4 * i, &values[i], 4);
     } else {
       const uint16_t b =
@@ -124,7 +124,7 @@ nlohmann::json random_checkpoint_config(const RandomCheckpointOptions& o) {
                       {"max_position_embeddings", o.max_pos},
                       {"hidden_act", "silu"},
                       {"tie_word_embeddings", o.tied},
-                      {"torch_dtype", o.dtype == DType::f32    ? "float32"
+                      {"torch_dtype", o.dtype == DType::fp32   ? "float32"
                                       : o.dtype == DType::bf16 ? "bfloat16"
                                                                : "float16"},
                       {"bos_token_id", 1},

@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <functional>
+#include <initializer_list>
 
 #include "rlparity/util/error.hpp"
 
@@ -25,7 +26,7 @@ num::GemmConfig PathStyle::gemm_config(int m, int k) const {
     cfg.split_k = m <= 16 ? 4 : (m <= 64 ? 2 : 1);
   }
   cfg.split_k = std::max(1, std::min(cfg.split_k, k));
-  cfg.out = act == ActDtype::bf16 ? num::OutRound::bf16 : num::OutRound::fp16;
+  cfg.out = num::out_round_of(act);
   cfg.slice_accum = fp8_accum;
   cfg.promotion = fp8_promotion;
   return cfg;
@@ -104,6 +105,13 @@ struct EnumNames {
   }
 };
 
+// A format view's knob values, spelled as num::format_name spells them everywhere.
+template <class View>
+EnumNames<View> format_names(std::initializer_list<View> values) {
+  EnumNames<View> n;
+  for (const View v : values) n.names.emplace_back(v, num::format_name(num::format_of(v)));
+  return n;
+}
 const EnumNames<num::ScaleConvention> kConventions{{{num::ScaleConvention::te, "te"},
                                                     {num::ScaleConvention::vllm, "vllm"},
                                                     {num::ScaleConvention::deepgemm, "deepgemm"},
@@ -149,8 +157,7 @@ const std::vector<Knob>& knobs() {
     t.push_back(int_knob("batch", "decode batch size (the GEMM M that kernel selection sees)",
                          &PathStyle::batch, 1, 4096));
     t.push_back(enum_knob("act-dtype", "activation and non-fp8 weight format",
-                          EnumNames<ActDtype>{{{ActDtype::bf16, "bf16"}, {ActDtype::fp16, "fp16"}}},
-                          &PathStyle::act));
+                          format_names({num::Half16::bf16, num::Half16::fp16}), &PathStyle::act));
     t.push_back(bool_knob("linear", "linear layers in fp8 or in the activation dtype", &PathStyle::fp8_linear,
                           "fp8", "act"));
     t.push_back(enum_knob("weight-quant", "fp8 weight scale convention (128x128 blocks)", kConventions,

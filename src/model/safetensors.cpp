@@ -47,11 +47,11 @@ void read_exact(int fd, void* buf, uint64_t n, uint64_t offset, const std::strin
 
 bool parse_dtype(const std::string& s, DType& d) {
   if (s == "F32")
-    d = DType::f32;
+    d = DType::fp32;
   else if (s == "BF16")
     d = DType::bf16;
   else if (s == "F16")
-    d = DType::f16;
+    d = DType::fp16;
   else
     return false;
   return true;

@@ -17,7 +17,7 @@ inline constexpr uint64_t kMaxSafetensorsHeader = 100ull << 20;  // 100 MiB
 
 struct SafetensorsEntry {
   std::string name;
-  DType dtype = DType::f32;
+  DType dtype = DType::fp32;
   std::vector<int64_t> shape;
   uint64_t begin = 0;  // relative to the data buffer
   uint64_t end = 0;

@@ -30,7 +30,7 @@ const char* proj_tensor_suffix(Proj p) {
 
 namespace {
 
-std::vector<float> act_values(const TensorView& t, ActDtype act) {
+std::vector<float> act_values(const TensorView& t, num::Half16 act) {
   std::vector<float> v(static_cast<std::size_t>(t.numel()));
   t.to_float(v.data());
   parallel_for(v.size(), 1 << 16, [&](std::size_t b, std::size_t e) {
@@ -40,12 +40,12 @@ std::vector<float> act_values(const TensorView& t, ActDtype act) {
 }
 
 // The act-dtype values as bit patterns: what the kernels stream (half the bytes of floats).
-std::vector<uint16_t> act_bits(const TensorView& t, ActDtype act) {
+std::vector<uint16_t> act_bits(const TensorView& t, num::Half16 act) {
   std::vector<float> v(static_cast<std::size_t>(t.numel()));
   t.to_float(v.data());
   std::vector<uint16_t> bits(v.size());
   parallel_for(v.size(), 1 << 16, [&](std::size_t b, std::size_t e) {
-    for (std::size_t i = b; i < e; ++i) bits[i] = num::float_to_half16_bits(v[i], half16_of(act));
+    for (std::size_t i = b; i < e; ++i) bits[i] = num::float_to_half16_bits(v[i], act);
   });
   return bits;
 }

@@ -24,7 +24,7 @@ Recipe make_recipe(const std::string& name, const RecipeOptions& o) {
     gen_fp8 = train_fp8 = true;
     r.gen.kv_cache = KvCacheDtype::fp8;
   } else if (name == "fp16") {
-    r.gen.act = r.train.act = ActDtype::fp16;
+    r.gen.act = r.train.act = num::Half16::fp16;
   } else {
     std::string known;
     for (const auto& n : recipe_names()) known += (known.empty() ? "" : ", ") + n;

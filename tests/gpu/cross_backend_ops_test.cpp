@@ -685,7 +685,7 @@ std::vector<OpCase> cases() {
                              std::pair{"unfused bf16", +[](PathStyle& s) { s.mlp_fused = false; }},
                              std::pair{"fused fp16", +[](PathStyle& s) {
                                          s.mlp_fused = true;
-                                         s.act = ActDtype::fp16;
+                                         s.act = num::Half16::fp16;
                                        }}}) {
     auto tw = tweak;
     t.push_back(

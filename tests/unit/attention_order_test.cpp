@@ -141,7 +141,7 @@ TEST(AttentionOrder, FastKernelMatchesNaiveStatedOrder) {
           st.attn_p_round = p_round;
           st.attention = rlp::AttentionKind::flash;
           st.kv_cache = rlp::KvCacheDtype::bf16;
-          st.act = rlp::ActDtype::bf16;
+          st.act = rlp::num::Half16::bf16;
           const EmulatedOps ops(sp, w, st);
           const int T = 37, P = 29, width = sp.kv_heads * hd;
           const Mat q = random_bf16(T, sp.heads * hd, 1u + static_cast<unsigned>(hd));
@@ -201,7 +201,7 @@ TEST(AttentionOrder, TiledRowsSplitKvAndGroupsMatchNaive) {
         st.attention = cs.partition > 0 ? rlp::AttentionKind::split_kv : rlp::AttentionKind::flash;
         st.split_kv_partition = cs.partition > 0 ? cs.partition : 512;
         st.kv_cache = rlp::KvCacheDtype::bf16;
-        st.act = rlp::ActDtype::bf16;
+        st.act = rlp::num::Half16::bf16;
         const EmulatedOps ops(sp, w, st);
         const int T = 93, width = sp.kv_heads * cs.hd;
         const unsigned seed = 7u * static_cast<unsigned>(cs.hd + cs.block + cs.partition);

@@ -159,7 +159,7 @@ TEST(Checkpoint, Stories260KF32) {
   EXPECT_TRUE(c.unused_tensors().empty());
   EXPECT_EQ(c.tensors().size(), 1u + 5u * 9u + 1u);
   const auto& emb = c.tensor("model.embed_tokens.weight");
-  EXPECT_EQ(emb.dtype, DType::f32);
+  EXPECT_EQ(emb.dtype, DType::fp32);
   EXPECT_EQ(emb.shape, (std::vector<int64_t>{512, 64}));
   EXPECT_EQ(emb.numel(), 512 * 64);
   EXPECT_EQ(c.content_hash().size(), 16u);
@@ -210,7 +210,7 @@ TEST(Checkpoint, EveryArchitectureDtypeAndLayoutOpens) {
   TempDir tmp;
   int k = 0;
   for (const std::string arch : {"llama", "llama3", "qwen2", "qwen3", "mistral"}) {
-    for (const DType dt : {DType::f32, DType::bf16, DType::f16}) {
+    for (const DType dt : {DType::fp32, DType::bf16, DType::fp16}) {
       for (const int shards : {1, 3}) {
         std::string sub = "c";
         sub += std::to_string(k++);
@@ -344,8 +344,9 @@ TEST(Checkpoint, UnusedTensorsAreListed) {
   rlp::write_random_checkpoint(o);
   rewrite(o.out, [](std::vector<rlp::TensorData>& ts) {
     ts.push_back(
-        rlp::make_tensor("model.layers.0.self_attn.rotary_emb.inv_freq", DType::f32, {4}, {1, 2, 3, 4}));
-    ts.push_back(rlp::make_tensor("lm_head.weight", DType::f32, {64, 32}, std::vector<float>(64 * 32, 0.5f)));
+        rlp::make_tensor("model.layers.0.self_attn.rotary_emb.inv_freq", DType::fp32, {4}, {1, 2, 3, 4}));
+    ts.push_back(
+        rlp::make_tensor("lm_head.weight", DType::fp32, {64, 32}, std::vector<float>(64 * 32, 0.5f)));
   });
   const Checkpoint c = Checkpoint::open(o.out);
   EXPECT_EQ(c.unused_tensors(),
@@ -354,7 +355,7 @@ TEST(Checkpoint, UnusedTensorsAreListed) {
   rewrite(o.out, [](std::vector<rlp::TensorData>& ts) {
     for (auto& t : ts)
       if (t.name == "lm_head.weight")
-        t = rlp::make_tensor("lm_head.weight", DType::f32, {32, 64}, std::vector<float>(64 * 32, 0.5f));
+        t = rlp::make_tensor("lm_head.weight", DType::fp32, {32, 64}, std::vector<float>(64 * 32, 0.5f));
   });
   expect_input_error([&] { Checkpoint::open(o.out); }, {"model.safetensors", "lm_head.weight", "[32, 64]"});
 }
@@ -464,7 +465,7 @@ TEST_F(BadFile, ShapeMismatch) {
 
 TEST_F(BadFile, NonFiniteWeights) {
   for (const float bad : {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()}) {
-    for (const DType dt : {DType::f32, DType::bf16, DType::f16}) {
+    for (const DType dt : {DType::fp32, DType::bf16, DType::fp16}) {
       rewrite(tmp.str(), [&](std::vector<rlp::TensorData>& ts) {
         for (auto& t : ts) {
           if (t.name != "model.layers.1.self_attn.k_proj.weight") continue;
@@ -490,7 +491,7 @@ TEST(CheckpointNonFinite, LastElementOutsideWholeWords) {
   o.hidden = 34;  // 34 x 2 bytes: the last elements are not in a whole 8-byte word
   o.heads = 1;
   o.kv_heads = 1;
-  for (const DType dt : {DType::bf16, DType::f16}) {
+  for (const DType dt : {DType::bf16, DType::fp16}) {
     o.dtype = dt;
     rlp::write_random_checkpoint(o);
     ASSERT_NO_THROW(Checkpoint::open(tmp.str()));
@@ -510,7 +511,7 @@ TEST(CheckpointNonFinite, LastElementOutsideWholeWords) {
 TEST_F(BadFile, NonFiniteInUnusedTensorIsAccepted) {
   rewrite(tmp.str(), [](std::vector<rlp::TensorData>& ts) {
     ts.push_back(
-        rlp::make_tensor("extra.weight", DType::f32, {2}, {1.0f, std::numeric_limits<float>::infinity()}));
+        rlp::make_tensor("extra.weight", DType::fp32, {2}, {1.0f, std::numeric_limits<float>::infinity()}));
   });
   const Checkpoint c = Checkpoint::open(tmp.str());
   EXPECT_EQ(c.unused_tensors(), std::vector<std::string>{"extra.weight"});

@@ -361,7 +361,7 @@ std::vector<Case> cases() {
   {
     auto o = base("mistral");
     o.kv_heads = 4;  // no grouping
-    o.dtype = rlp::DType::f16;
+    o.dtype = rlp::DType::fp16;
     o.tied = true;
     o.seed = 16;
     add("mistral_tied_mha_f16", o);

@@ -143,7 +143,7 @@ TEST(Inspect, TeSnrFromFirstPrinciples) {
         }
     }
   double mn = 0, med = 0, mx = 0;
-  const auto s = inspect_matrix(reinterpret_cast<const uint8_t*>(y.data()), DType::f32, rows, cols, 128,
+  const auto s = inspect_matrix(reinterpret_cast<const uint8_t*>(y.data()), DType::fp32, rows, cols, 128,
                                 {ScaleConvention::te}, &mn, &med, &mx);
   EXPECT_NEAR(s[0].snr_db, 10.0 * std::log10(sx2 / se2), 1e-9);
   std::sort(amaxes.begin(), amaxes.end());

@@ -171,5 +171,26 @@ TEST(NumericsFormats, Half16IsBf16OrFp16) {
   }
 }
 
+// The views are Format itself: each enumerator converts to the Format of the same name, and
+// round_to rounds as the named cast does (hand-checked values: 1 + 2^-9 is a bf16 tie that rounds
+// to even, 1.0; in fp16 it is exact; e4m3 saturates 1000 to 448, e5m2 rounds 1000 to 1024).
+TEST(NumericsFormats, ViewsAreTheOneFormatList) {
+  EXPECT_EQ(format_of(Half16::bf16), Format::bf16);
+  EXPECT_EQ(format_of(Half16::fp16), Format::fp16);
+  EXPECT_EQ(format_of(Fp8Kind::e4m3), Format::e4m3);
+  EXPECT_EQ(format_of(Fp8Kind::e5m2), Format::e5m2);
+  EXPECT_EQ(format_of(OutRound::fp32), Format::fp32);
+  EXPECT_EQ(format_of(out_round_of(Half16::fp16)), Format::fp16);
+  EXPECT_STREQ(format_name(format_of(Half16::bf16)), "bf16");
+  EXPECT_STREQ(format_name(Format::e5m2), "e5m2");
+  const float tie = 1.0f + 0x1p-9f;
+  EXPECT_EQ(round_to(tie, Format::fp32), tie);
+  EXPECT_EQ(round_to(tie, Format::bf16), 1.0f);
+  EXPECT_EQ(round_to(tie, Format::fp16), tie);
+  EXPECT_EQ(round_to(1000.0f, Format::e4m3), 448.0f);
+  EXPECT_EQ(round_to(1000.0f, Format::e5m2), 1024.0f);
+  EXPECT_EQ(round_to(1e6f, Format::e5m2), 57344.0f);
+}
+
 }  // namespace
 }  // namespace rlp::num

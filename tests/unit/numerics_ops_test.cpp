@@ -16,11 +16,11 @@ namespace {
 
 TEST(NumericsOps, RoundActFollowsTheFormat) {
   const float x = 1.0f + 0x1p-9f;  // representable in fp16 (10 mantissa bits), not in bf16 (7)
-  EXPECT_EQ(round_act(x, ActDtype::fp16), x);
-  EXPECT_EQ(round_act(x, ActDtype::bf16), round_bf16(x));
-  EXPECT_NE(round_act(x, ActDtype::bf16), x);
-  EXPECT_EQ(residual_store(x, true, ActDtype::bf16), x);
-  EXPECT_EQ(residual_store(x, false, ActDtype::bf16), round_bf16(x));
+  EXPECT_EQ(round_act(x, num::Half16::fp16), x);
+  EXPECT_EQ(round_act(x, num::Half16::bf16), round_bf16(x));
+  EXPECT_NE(round_act(x, num::Half16::bf16), x);
+  EXPECT_EQ(residual_store(x, true, num::Half16::bf16), x);
+  EXPECT_EQ(residual_store(x, false, num::Half16::bf16), round_bf16(x));
 }
 
 // The rules write out each rounding: fused norm rounds x * r before the weight, unfused once.
@@ -30,23 +30,24 @@ TEST(NumericsOps, RoundingPointsOfEachRule) {
   int norm_differs = 0, silu_differs = 0, rope_differs = 0;
   for (int i = 0; i < 2000; ++i) {
     const float x = round_bf16(d(rng)), r = d(rng), w = round_bf16(d(rng));
-    const float fused = rms_norm_out(x, r, w, true, ActDtype::bf16);
-    const float unfused = rms_norm_out(x, r, w, false, ActDtype::bf16);
+    const float fused = rms_norm_out(x, r, w, true, num::Half16::bf16);
+    const float unfused = rms_norm_out(x, r, w, false, num::Half16::bf16);
     EXPECT_EQ(fused, round_bf16(round_bf16(x * r) * w));
     EXPECT_EQ(unfused, round_bf16((x * r) * w));
     norm_differs += fused != unfused;
 
     const float g = round_bf16(d(rng)), u = round_bf16(d(rng)), e = std::exp(-g);
     const float silu = g / (1.0f + e);
-    EXPECT_EQ(silu_gate(g, u, e, true, ActDtype::bf16), round_bf16(silu * u));
-    EXPECT_EQ(silu_gate(g, u, e, false, ActDtype::bf16), round_bf16(round_bf16(silu) * u));
-    silu_differs += silu_gate(g, u, e, true, ActDtype::bf16) != silu_gate(g, u, e, false, ActDtype::bf16);
+    EXPECT_EQ(silu_gate(g, u, e, true, num::Half16::bf16), round_bf16(silu * u));
+    EXPECT_EQ(silu_gate(g, u, e, false, num::Half16::bf16), round_bf16(round_bf16(silu) * u));
+    silu_differs +=
+        silu_gate(g, u, e, true, num::Half16::bf16) != silu_gate(g, u, e, false, num::Half16::bf16);
 
-    const RopeEntry t = rope_entry(static_cast<float>(i), 0.01f * d(rng), true, ActDtype::bf16);
+    const RopeEntry t = rope_entry(static_cast<float>(i), 0.01f * d(rng), true, num::Half16::bf16);
     EXPECT_EQ(t.cos, round_bf16(t.cos));
     float a1 = x, b1 = u, a2 = x, b2 = u;
-    rope_rotate(a1, b1, t, true, ActDtype::bf16);
-    rope_rotate(a2, b2, t, false, ActDtype::bf16);
+    rope_rotate(a1, b1, t, true, num::Half16::bf16);
+    rope_rotate(a2, b2, t, false, num::Half16::bf16);
     EXPECT_EQ(a1, round_bf16(round_bf16(x * t.cos) - round_bf16(u * t.sin)));
     EXPECT_EQ(b2, round_bf16(u * t.cos + x * t.sin));
     rope_differs += a1 != a2 || b1 != b2;
@@ -57,7 +58,7 @@ TEST(NumericsOps, RoundingPointsOfEachRule) {
 }
 
 TEST(NumericsOps, RopeEntryIsTheFloatAngle) {
-  const RopeEntry e = rope_entry(3.0f, 0.1f, false, ActDtype::bf16);
+  const RopeEntry e = rope_entry(3.0f, 0.1f, false, num::Half16::bf16);
   const float angle = 3.0f * 0.1f;
   EXPECT_EQ(e.cos, static_cast<float>(std::cos(static_cast<double>(angle))));
   EXPECT_EQ(e.sin, static_cast<float>(std::sin(static_cast<double>(angle))));

@@ -16,17 +16,24 @@
 #include <vector>
 
 #include "rlparity/model/model_spec.hpp"
+#include "rlparity/numerics/formats.hpp"
 
 namespace rlp {
 
-enum class DType { f32, bf16, f16 };
+// The formats a checkpoint tensor may be stored in: a view of num::Format.
+enum class DType : uint8_t {
+  fp32 = static_cast<uint8_t>(num::Format::fp32),
+  bf16 = static_cast<uint8_t>(num::Format::bf16),
+  fp16 = static_cast<uint8_t>(num::Format::fp16),
+};
+constexpr num::Format format_of(DType d) { return static_cast<num::Format>(d); }
 const char* dtype_name(DType d);
 std::size_t dtype_size(DType d);
 
 struct TensorView {
   std::string name;
   std::string file;  // the safetensors file that holds it
-  DType dtype = DType::f32;
+  DType dtype = DType::fp32;
   std::vector<int64_t> shape;
   const uint8_t* data = nullptr;  // into the mapping, valid while the Checkpoint lives
   std::size_t nbytes = 0;

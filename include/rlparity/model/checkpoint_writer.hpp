@@ -12,7 +12,7 @@ namespace rlp {
 
 struct TensorData {
   std::string name;
-  DType dtype = DType::f32;
+  DType dtype = DType::fp32;
   std::vector<int64_t> shape;
   std::vector<uint8_t> bytes;  // little-endian elements, numel * dtype_size(dtype) bytes
 };
@@ -37,7 +37,7 @@ struct RandomCheckpointOptions {
   int head_dim = 0;  // 0: hidden / heads (written to config.json when given, always for qwen3)
   int vocab = 256;
   int max_pos = 512;
-  DType dtype = DType::f32;
+  DType dtype = DType::fp32;
   bool tied = false;
   int shards = 1;  // > 1: model-0000k-of-0000N.safetensors + model.safetensors.index.json
   uint64_t seed = 0;

@@ -12,11 +12,6 @@
 
 namespace rlp {
 
-enum class ActDtype { bf16, fp16 };  // storage format of activations and non-fp8 weights
-// The act dtype as the numerics' 16-bit format.
-inline num::Half16 half16_of(ActDtype a) {
-  return a == ActDtype::bf16 ? num::Half16::bf16 : num::Half16::fp16;
-}
 enum class SequenceMode { decode, teacher_forced };
 enum class AttentionKind { flash, split_kv };
 enum class KvCacheDtype { bf16, fp8 };
@@ -28,7 +23,7 @@ struct PathStyle {
   SequenceMode mode = SequenceMode::teacher_forced;
   int batch = 1;  // decode batch size: the M that kernel selection sees during decode
 
-  ActDtype act = ActDtype::bf16;
+  num::Half16 act = num::Half16::bf16;  // storage format of activations and non-fp8 weights
   bool fp8_linear = false;
   int bf16_first_layers = 0;  // on an fp8 path, keep these decoder layers' linears in act dtype
   int bf16_last_layers = 0;

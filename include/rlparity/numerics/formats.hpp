@@ -10,6 +10,53 @@
 
 namespace rlp::num {
 
+// ---- the one list of number formats ------------------------------------------------------------
+// Every format a tensor is stored in or an op rounds to. A parameter that allows only some of them
+// (the activation format, an fp8 operand, a GEMM's output) takes a *view*: an enum whose
+// enumerators are these same values, so the compiler still checks each switch over the subset and
+// format_of() converts any view back without a table.
+enum class Format : uint8_t { fp32, bf16, fp16, e4m3, e5m2 };
+
+// Views, named by the role that restricts the set.
+enum class Half16 : uint8_t {  // activations and non-fp8 weights
+  bf16 = static_cast<uint8_t>(Format::bf16),
+  fp16 = static_cast<uint8_t>(Format::fp16),
+};
+enum class Fp8Kind : uint8_t {  // fp8 operands and caches
+  e4m3 = static_cast<uint8_t>(Format::e4m3),
+  e5m2 = static_cast<uint8_t>(Format::e5m2),
+};
+enum class OutRound : uint8_t {  // a GEMM epilogue's output (fp32: not rounded)
+  fp32 = static_cast<uint8_t>(Format::fp32),
+  bf16 = static_cast<uint8_t>(Format::bf16),
+  fp16 = static_cast<uint8_t>(Format::fp16),
+};
+
+RLP_HD constexpr Format format_of(Format f) { return f; }
+RLP_HD constexpr Format format_of(Half16 v) { return static_cast<Format>(v); }
+RLP_HD constexpr Format format_of(Fp8Kind v) { return static_cast<Format>(v); }
+RLP_HD constexpr Format format_of(OutRound v) { return static_cast<Format>(v); }
+// The narrowing direction, for the one place a wider set meets a narrower one (the act format as a
+// GEMM output format).
+RLP_HD constexpr OutRound out_round_of(Half16 v) { return static_cast<OutRound>(v); }
+
+// The format's name as the CLI, the knob table and the run files spell it.
+RLP_HD constexpr const char* format_name(Format f) {
+  switch (f) {
+    case Format::fp32:
+      return "fp32";
+    case Format::bf16:
+      return "bf16";
+    case Format::fp16:
+      return "fp16";
+    case Format::e4m3:
+      return "e4m3";
+    case Format::e5m2:
+      return "e5m2";
+  }
+  return "?";
+}
+
 enum class Saturation : uint8_t {
   none,       // overflow becomes inf (bf16, fp16, e5m2) or NaN (e4m3fn has no inf)
   satfinite,  // overflow and inf clamp to the largest finite value, keeping the sign
@@ -117,7 +164,6 @@ RLP_HD float fp16_bits_to_float(uint16_t h) { return decode_small(h, kFP16()); }
 RLP_HD float round_fp16(float x) { return fp16_bits_to_float(float_to_fp16_bits(x)); }
 
 // ---- the two 16-bit formats as one parameter (activations and non-fp8 weights) ---------------
-enum class Half16 : uint8_t { bf16, fp16 };
 RLP_HD uint16_t float_to_half16_bits(float x, Half16 f) {
   return f == Half16::bf16 ? float_to_bf16_bits(x) : float_to_fp16_bits(x);
 }
@@ -127,7 +173,6 @@ RLP_HD float half16_bits_to_float(uint16_t h, Half16 f) {
 RLP_HD float round_half16(float x, Half16 f) { return f == Half16::bf16 ? round_bf16(x) : round_fp16(x); }
 
 // ---- fp8 ---------------------------------------------------------------------------------------
-enum class Fp8Kind : uint8_t { e4m3, e5m2 };
 
 RLP_HD constexpr SmallFormat fp8_format(Fp8Kind k) { return k == Fp8Kind::e4m3 ? kE4M3() : kE5M2(); }
 
@@ -145,6 +190,24 @@ RLP_HD float fp8_to_float(uint8_t c, Fp8Kind k) { return decode_small(c, fp8_for
 // satfinite e4m3 of x, returned as its (exact) float value: the quantize step of every recipe.
 RLP_HD float round_e4m3_sat(float x) {
   return fp8_to_float(float_to_fp8(x, Fp8Kind::e4m3, Saturation::satfinite), Fp8Kind::e4m3);
+}
+
+// x rounded to format f and kept in a float (exact); fp8 saturates, as the engines' quantizing
+// casts do (__NV_SATFINITE).
+RLP_HD float round_to(float x, Format f) {
+  switch (f) {
+    case Format::fp32:
+      return x;
+    case Format::bf16:
+      return round_bf16(x);
+    case Format::fp16:
+      return round_fp16(x);
+    case Format::e4m3:
+      return round_e4m3_sat(x);
+    case Format::e5m2:
+      return fp8_to_float(float_to_fp8(x, Fp8Kind::e5m2, Saturation::satfinite), Fp8Kind::e5m2);
+  }
+  return x;
 }
 
 // ---- ue8m0: power-of-two scales (2^(c - 127), c = 255 is NaN) ----------------------------------

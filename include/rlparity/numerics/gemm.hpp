@@ -32,7 +32,6 @@
 
 namespace rlp::num {
 
-enum class OutRound : uint8_t { fp32, bf16, fp16 };
 enum class SliceAccum : uint8_t { fp32, hopper };  // inside an fp8 128-K slice
 enum class Promotion : uint8_t { cublaslt, deepgemm };
 

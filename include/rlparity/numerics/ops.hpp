@@ -13,16 +13,11 @@
 
 namespace rlp::num {
 
-// Rounding to the activation format, bf16 or fp16 (values held in float). Format is any enum with
-// members bf16 and fp16 (the host's ActDtype, the kernels' Act).
-template <class Format>
-RLP_HD float round_act(float x, Format f) {
-  return f == Format::fp16 ? round_fp16(x) : round_bf16(x);
-}
+// Rounding to the activation format, bf16 or fp16 (values held in float).
+RLP_HD float round_act(float x, Half16 f) { return round_half16(x, f); }
 
 // The residual stream as stored: the act format, or fp32 (Megatron's fp32_residual_connection).
-template <class Format>
-RLP_HD float residual_store(float z, bool resid_fp32, Format act) {
+RLP_HD float residual_store(float z, bool resid_fp32, Half16 act) {
   return resid_fp32 ? z : round_act(z, act);
 }
 
@@ -30,8 +25,7 @@ RLP_HD float residual_store(float z, bool resid_fp32, Format act) {
 // kernels): two roundings, act(act(x * r) * w), because the kernel writes
 // `(scalar_t)(x * s_variance) * weight[i]` with a bf16 multiply; unfused (TransformerEngine):
 // act(x * r * w) in fp32 with one rounding.
-template <class Format>
-RLP_HD float rms_norm_out(float x, float r, float w, bool fused, Format act) {
+RLP_HD float rms_norm_out(float x, float r, float w, bool fused, Half16 act) {
   return fused ? round_act(round_act(x * r, act) * w, act) : round_act((x * r) * w, act);
 }
 
@@ -41,8 +35,7 @@ RLP_HD float rms_norm_out(float x, float r, float w, bool fused, Format act) {
 struct RopeEntry {
   float cos, sin;
 };
-template <class Format>
-RLP_HD RopeEntry rope_entry(float pos, float inv_freq, bool table_rounded, Format act) {
+RLP_HD RopeEntry rope_entry(float pos, float inv_freq, bool table_rounded, Half16 act) {
   const float angle = pos * inv_freq;
 #if defined(__CUDA_ARCH__)
   float c = static_cast<float>(::cos(static_cast<double>(angle)));
@@ -61,8 +54,7 @@ RLP_HD RopeEntry rope_entry(float pos, float inv_freq, bool table_rounded, Forma
 // The rotation of the pair (a, b) = (x[i], x[i + half]) of one head, in place.
 // table_rounded (vLLM's rotary kernel computes in scalar_t): every product and the sum round;
 // else TE's fused RoPE: fp32 arithmetic, one rounding.
-template <class Format>
-RLP_HD void rope_rotate(float& a, float& b, RopeEntry e, bool table_rounded, Format act) {
+RLP_HD void rope_rotate(float& a, float& b, RopeEntry e, bool table_rounded, Half16 act) {
   const float x = a, y = b, c = e.cos, s = e.sin;
   if (table_rounded) {
     a = round_act(round_act(x * c, act) - round_act(y * s, act), act);
@@ -76,10 +68,16 @@ RLP_HD void rope_rotate(float& a, float& b, RopeEntry e, bool table_rounded, For
 // The SiLU-gated product act(silu(g) * u), silu(g) = g / (1 + exp(-g)); exp_neg_g is exp(-g) as
 // the caller's expf computes it. fused (vLLM's silu_and_mul): one fp32 expression, one rounding;
 // unfused (HF/Megatron): act_fn(gate) is a separate act tensor, then the product rounds again.
-template <class Format>
-RLP_HD float silu_gate(float g, float u, float exp_neg_g, bool fused, Format act) {
+RLP_HD float silu_gate(float g, float u, float exp_neg_g, bool fused, Half16 act) {
   const float silu = g / (1.0f + exp_neg_g);
   return fused ? round_act(silu * u, act) : round_act(round_act(silu, act) * u, act);
+}
+
+// The format the softmax numerators P are rounded to before P.V: the act format (the kernel casts P
+// to V's dtype for the tensor-core product), e4m3 when the KV cache is fp8 (V is e4m3), or fp32
+// when the path keeps P unrounded (knob attn-p-round off).
+RLP_HD Format attention_p_format(bool p_round, bool fp8_kv, Half16 act) {
+  return !p_round ? Format::fp32 : (fp8_kv ? Format::e4m3 : format_of(act));
 }
 
 // The exponent scale of attention's exp2 formulation (FlashAttention-2: p = exp2(s * c - m * c)),

@@ -237,11 +237,7 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
   const int tile_rows = static_cast<int>(
       std::max(1LL, std::min<long long>({n, kAttnTileRows, kAttnStateBudget / state_per_row})));
   const int chunk = block >= kScoreChunk ? block : (kScoreChunk / block) * block;
-  enum class ProbRounding { none, bf16, fp16, e4m3 };
-  const ProbRounding p_rounding = !style_.attn_p_round           ? ProbRounding::none
-                                  : fp8_kv                       ? ProbRounding::e4m3
-                                  : style_.act == ActDtype::bf16 ? ProbRounding::bf16
-                                                                 : ProbRounding::fp16;
+  const num::Format p_format = num::attention_p_format(style_.attn_p_round, fp8_kv, style_.act);
   const int tiles = (n + tile_rows - 1) / tile_rows;
   const int kvh = spec_.kv_heads;
   const std::size_t ntasks = static_cast<std::size_t>(tiles) * static_cast<std::size_t>(kvh);
@@ -311,17 +307,19 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
           for (int j = 0; j < nk; ++j) pl[j] = std::fma(sl[j], c_log2, -m_scaled);
           num::exp2_model_inplace(pl, nk);
           for (int j = 0; j < nk; ++j) l += pl[j];
-          switch (p_rounding) {
-            case ProbRounding::none:
+          // One switch per block, not per element: the loops stay vectorizable.
+          switch (p_format) {
+            case num::Format::fp32:
               break;
-            case ProbRounding::e4m3:
-              for (int j = 0; j < nk; ++j) pl[j] = num::round_e4m3_sat(pl[j]);
-              break;
-            case ProbRounding::bf16:
+            case num::Format::bf16:
               for (int j = 0; j < nk; ++j) pl[j] = num::round_bf16(pl[j]);
               break;
-            case ProbRounding::fp16:
+            case num::Format::fp16:
               for (int j = 0; j < nk; ++j) pl[j] = num::round_fp16(pl[j]);
+              break;
+            case num::Format::e4m3:
+            case num::Format::e5m2:
+              for (int j = 0; j < nk; ++j) pl[j] = num::round_to(pl[j], p_format);
               break;
           }
           l_st[si] = l;

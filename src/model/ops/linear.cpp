@@ -27,9 +27,7 @@ void EmulatedOps::gemm(const Mat& x, const PreparedLinear& lin, Mat& y, bool out
     const num::Fp8Tensor xq = num::quantize_blocks(x.data(), n, lin.in, 1, 128, opts);
     num::gemm_fp8_blockscaled(xq, lin.wq, y.data(), cfg);
   } else {
-    num::gemm_f32acc(x.data(), lin.w.data(),
-                     style_.act == ActDtype::bf16 ? num::Half16::bf16 : num::Half16::fp16, y.data(), n,
-                     lin.out, lin.in, cfg);
+    num::gemm_f32acc(x.data(), lin.w.data(), style_.act, y.data(), n, lin.out, lin.in, cfg);
   }
   if (!lin.bias.empty()) {
     // Bias added in the fp32 epilogue, one rounding to the act dtype.
