@@ -134,10 +134,7 @@ void CudaOps::quantize_activations(const float* d_x, int M, int Mp, int K, uint8
   d_codes = ctx_->scratch<uint8_t>(kCodes, ncodes);
   if (Mp > M) RLP_CUDA_CHECK(cudaMemset(d_codes, 0, ncodes));
   d_sinv = ctx_->scratch<float>(kScaleInv, static_cast<std::size_t>(M) * kb);
-  num::ScaleOptions opts;
-  opts.convention = style_.act_quant;
-  opts.pow2 = style_.pow2_scales;
-  quantize_blocks_device(d_x, M, K, 1, 128, opts, d_codes, d_sinv);
+  quantize_blocks_device(d_x, M, K, 1, 128, style_.act_scale_options(), d_codes, d_sinv);
 }
 
 // Caller holds the lock. d_y receives [rows x out] floats.

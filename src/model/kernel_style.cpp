@@ -15,6 +15,18 @@ bool PathStyle::layer_is_fp8(int layer, int num_layers) const {
   return layer >= bf16_first_layers && layer < num_layers - bf16_last_layers;
 }
 
+namespace {
+num::ScaleOptions scale_options(num::ScaleConvention c, bool pow2) {
+  num::ScaleOptions o;
+  o.convention = c;
+  o.pow2 = pow2;
+  return o;
+}
+}  // namespace
+
+num::ScaleOptions PathStyle::weight_scale_options() const { return scale_options(weight_quant, pow2_scales); }
+num::ScaleOptions PathStyle::act_scale_options() const { return scale_options(act_quant, pow2_scales); }
+
 num::GemmConfig PathStyle::gemm_config(int m, int k) const {
   num::GemmConfig cfg;
   cfg.k_chunk = k_chunk;

@@ -56,13 +56,6 @@ std::vector<double> f64_values(const TensorView& t) {
   return v;
 }
 
-num::ScaleOptions scale_options(num::ScaleConvention c, bool pow2) {
-  num::ScaleOptions o;
-  o.convention = c;
-  o.pow2 = pow2;
-  return o;
-}
-
 PreparedLinear prepare_linear(const Checkpoint& ckpt, const std::string& base, const PathStyle& style,
                               bool fp8, bool has_bias) {
   const TensorView& t = ckpt.tensor(base + ".weight");
@@ -74,8 +67,7 @@ PreparedLinear prepare_linear(const Checkpoint& ckpt, const std::string& base, c
     // The trainer's master weights (as stored) are what the refit quantizes: no bf16 detour.
     std::vector<float> master(static_cast<std::size_t>(t.numel()));
     t.to_float(master.data());
-    lin.wq = num::quantize_blocks(master.data(), lin.out, lin.in, 128, 128,
-                                  scale_options(style.weight_quant, style.pow2_scales));
+    lin.wq = num::quantize_blocks(master.data(), lin.out, lin.in, 128, 128, style.weight_scale_options());
   } else {
     lin.w = act_bits(t, style.act);
   }
@@ -87,9 +79,10 @@ PreparedLinear prepare_linear(const Checkpoint& ckpt, const std::string& base, c
 
 std::string weights_key(const PathStyle& s) {
   if (!s.fp8_linear) return fmt::format("act={}", static_cast<int>(s.act));
-  return fmt::format("act={};fp8;first={};last={};wq={};pow2={}", static_cast<int>(s.act),
-                     s.bf16_first_layers, s.bf16_last_layers, static_cast<int>(s.weight_quant),
-                     s.pow2_scales);
+  const num::ScaleOptions o = s.weight_scale_options();
+  return fmt::format("act={};fp8;first={};last={};wq={};pow2={};eps={};kind={}", static_cast<int>(s.act),
+                     s.bf16_first_layers, s.bf16_last_layers, static_cast<int>(o.convention), o.pow2, o.eps,
+                     static_cast<int>(o.kind));
 }
 
 namespace {

@@ -52,6 +52,11 @@ struct PathStyle {
   bool layer_is_fp8(int layer, int num_layers) const;
   // GEMM configuration for a linear with M rows of input and K inner dimension.
   num::GemmConfig gemm_config(int m, int k) const;
+  // How this path's fp8 linears scale their weights (128x128 blocks) and activations (1x128
+  // groups): the one mapping from the knobs to the quantizer, for the CPU and CUDA backends and the
+  // prepared-weight cache key alike.
+  num::ScaleOptions weight_scale_options() const;
+  num::ScaleOptions act_scale_options() const;
   nlohmann::json to_json() const;
 };
 

@@ -21,10 +21,7 @@ void EmulatedOps::gemm(const Mat& x, const PreparedLinear& lin, Mat& y, bool out
   if (out_fp32 || !lin.bias.empty()) cfg.out = num::OutRound::fp32;
   y.resize(n, lin.out);
   if (lin.fp8) {
-    num::ScaleOptions opts;
-    opts.convention = style_.act_quant;
-    opts.pow2 = style_.pow2_scales;
-    const num::Fp8Tensor xq = num::quantize_blocks(x.data(), n, lin.in, 1, 128, opts);
+    const num::Fp8Tensor xq = num::quantize_blocks(x.data(), n, lin.in, 1, 128, style_.act_scale_options());
     num::gemm_fp8_blockscaled(xq, lin.wq, y.data(), cfg);
   } else {
     num::gemm_f32acc(x.data(), lin.w.data(), style_.act, y.data(), n, lin.out, lin.in, cfg);
