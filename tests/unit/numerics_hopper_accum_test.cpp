@@ -367,7 +367,7 @@ TEST(HopperAccum, HandWorkedZerosCAndSpecials) {
   {
     // A zero operand has exponent -126 (arithmetic.py l. 93-94), so 0 * 448 has exponent
     // -126 + 8 = -118 and outranks C = 2^-120 (1 + 2^-12): unit 2^-131, C = 2^11 + 2^-1 -> 2^11 ->
-    // 2^-120. (functions.py up to 2025-09 gave zero the exponent -999: C alone, unit 2^-133,
+    // 2^-120. (functions.py gave zero the exponent -999 until 2026-01-22: C alone, unit 2^-133,
     // 2^13 + 2 kept -> C unchanged, as the earlier model.)
     const float a[1] = {0.0f}, b[1] = {448.0f};
     const float c = 0x1p-120f * (1.0f + 0x1p-12f);

@@ -87,9 +87,9 @@ void gemm_f64(const double* X, const double* W, double* Y, int M, int N, int K);
 //      nv_fused_dot_add l. 172-180);
 //   1. every operand gets an exponent as its own format defines it (extract_significand_exponent):
 //      floor(log2|x|) for normal values, the format's minimum exponent for subnormals (e4m3 -6,
-//      e5m2 -14; fp32 C -126), and -126 for zero (any format; -999 in functions.py up to 2025-09,
-//      which differs only where every product is zero and C < 2^-111). A product a*b has exponent
-//      e_a + e_b (its significand s_a * s_b lies in [0, 4): it is not renormalized), C its own;
+//      e5m2 -14; fp32 C -126), and -126 for zero (any format; functions.py had -999 until its
+//      rename on 2026-01-22, which differs only where every product is zero and C < 2^-111). A product a*b
+//      has exponent e_a + e_b (its significand s_a * s_b lies in [0, 4): it is not renormalized), C its own;
 //   2. emax = the largest of these exponents over ALL terms (zero ones and C included), and each
 //      term is truncated toward zero (sign-magnitude) to an integer multiple of 2^(emax - 13)
 //      (fused_sum: trunc(s * 2^(13 + e - emax)) * 2^-13);
