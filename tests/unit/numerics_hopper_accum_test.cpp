@@ -8,7 +8,8 @@
 //      and 128-slices of e4m3, e5m2 and mixed operands (subnormals, zeros, outliers, both signs,
 //      NaN/inf);
 //   2. hand-worked cases where MMA-Sim's alignment and the emulator's earlier ones give different bits;
-//   3. how often the earlier models disagree with it on random 128-slices (printed; > 0 asserted).
+//   3. how often the earlier models disagree with it on random 128-slices (printed; > 0 asserted);
+//   4. the block-scaled GEMM (`fp8-accum hopper`) giving each operand's format to the model.
 #include <gtest/gtest.h>
 
 #include <cfloat>
@@ -304,6 +305,48 @@ TEST(HopperAccum, SliceMatchesMmaSimPort) {
         const float r = mmasim_slice(o.ca.data(), o.cb.data(), n, ka, kb);
         ASSERT_EQ(f32_bits(h), f32_bits(r)) << kind_name(ka) << " x " << kind_name(kb) << " trial " << trial;
       }
+}
+
+// The block-scaled GEMM hands each operand's own format to the model: X e4m3 (any finite code),
+// W e5m2 (mostly subnormals and the smallest normals, which read as e4m3 would get exponent -6), against the
+// port slice by slice with the deepgemm promotion y = fma(fl(sa*sb), p, y).
+TEST(HopperAccum, GemmPassesEachOperandsFormat) {
+  std::mt19937 rng(5u);
+  constexpr int M = 3, N = 5, K = 256;
+  Fp8Tensor X, W;
+  X.rows = M, X.cols = K, X.block_rows = 1, X.block_cols = 128, X.kind = Fp8Kind::e4m3;
+  W.rows = N, W.cols = K, W.block_rows = 128, W.block_cols = 128, W.kind = Fp8Kind::e5m2;
+  for (int i = 0; i < M * K; ++i) X.codes.push_back(random_code(rng, X.kind, Spread::wide, false));
+  for (int i = 0; i < N * K; ++i) W.codes.push_back(random_code(rng, W.kind, Spread::tiny, false));
+  X.scale_inv = {0.5f, 2.0f, 1.0f, 0.25f, 4.0f, 1.0f};
+  W.scale_inv = {2.0f, 0.125f};
+  GemmConfig cfg;
+  cfg.slice_accum = SliceAccum::hopper;
+  cfg.promotion = Promotion::deepgemm;
+  cfg.out = OutRound::fp32;
+  std::vector<float> Y(static_cast<size_t>(M * N));
+  gemm_fp8_blockscaled(X, W, Y.data(), cfg);
+  int format_matters = 0;
+  for (int m = 0; m < M; ++m)
+    for (int n = 0; n < N; ++n) {
+      float y = 0.0f, y_wrong = 0.0f;
+      for (int k0 = 0; k0 < K; k0 += 128) {
+        const uint8_t* xa = X.codes.data() + m * K + k0;
+        const uint8_t* wb = W.codes.data() + n * K + k0;
+        const float s = X.block_scale_inv(m, k0) * W.block_scale_inv(n, k0);
+        y = std::fma(s, mmasim_slice(xa, wb, 128, X.kind, W.kind), y);
+        std::vector<float> a, b;
+        for (int i = 0; i < 128; ++i) {
+          a.push_back(fp8_to_float(xa[i], X.kind));
+          b.push_back(fp8_to_float(wb[i], W.kind));
+        }
+        y_wrong =
+            std::fma(s, hopper_slice_accumulate(a.data(), b.data(), 128, 0.0f, X.kind, X.kind), y_wrong);
+      }
+      EXPECT_EQ(f32_bits(Y[static_cast<size_t>(m * N + n)]), f32_bits(y)) << m << " " << n;
+      format_matters += f32_bits(y_wrong) != f32_bits(y);
+    }
+  EXPECT_GT(format_matters, 0);  // the data tells e5m2 from e4m3 operands
 }
 
 // Hand-worked cases (C = 0 unless stated; "units" are 2^(emax - 13)).
