@@ -100,7 +100,7 @@ __global__ void fp8_kernel(const uint8_t* __restrict__ Xc, const float* __restri
             a[i] = xlut[xr[k0 + q0 + i]];
             b[i] = wlut[wr[k0 + q0 + i]];
           }
-          p = num::hopper_step(a, b, q, p);
+          p = num::hopper_step(a, b, q, p, s.x_kind, s.w_kind);
         }
       } else {
         for (int k = k0; k < k0 + len; ++k) p = fmaf(xlut[xr[k]], wlut[wr[k]], p);

@@ -109,7 +109,8 @@ void gemm_fp8_blockscaled(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, cons
               const int k0 = s * B, len = std::min(B, K - k0);
               float p = 0.0f;
               for (int q0 = 0; q0 < len; q0 += 128)
-                p = hopper_slice_accumulate(xf.data() + k0 + q0, wr + k0 + q0, std::min(128, len - q0), p);
+                p = hopper_slice_accumulate(xf.data() + k0 + q0, wr + k0 + q0, std::min(128, len - q0), p,
+                                            X.kind, W.kind);
               y = promote(p, X.block_scale_inv(static_cast<int>(m), k0), W.block_scale_inv(n, k0), y);
             }
             tot = r == 0 ? y : tot + y;

@@ -70,92 +70,113 @@ void gemm_fp8_blockscaled(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, cons
 void gemm_f64(const double* X, const double* W, double* Y, int M, int N, int K);
 
 // ---- Hopper FP8 wgmma accumulation model -------------------------------------------------------
-// Hopper's FP8 wgmma (k = 32 per instruction) as cuBLASLt's block-scaled GEMM computes it on an
-// H200, fitted bit for bit to the hardware (docs/cuda-backend.md: 32768 of 32768 fp32 outputs of an
-// M=64 N=512 K=1024 GEMM); microsoft/MMA-Sim's description (DESIGN section 2) with one correction in
-// step 1. One step takes the (up to) 32 exact products and the C input, and:
-//   1. emax = the largest alignment exponent over the non-zero terms: for a product a*b the sum of
-//      its operands' exponents floor(log2|a|) + floor(log2|b|) (the product itself may be up to
-//      4 x 2^emax: its mantissa product is not renormalized before alignment), for C its own;
-//   2. each term is aligned to emax and truncated toward zero to 13 fractional bits below emax's
-//      leading bit, i.e. to an integer multiple of 2^(emax - 13) (sign-magnitude truncation);
-//   3. the integers are summed exactly (int64);
-//   4. the sum is normalized and truncated toward zero to a 14-bit significand (1 leading bit + 13
-//      fraction bits), and that value (exact in fp32) is the new C.
-// A 128-slice is four such steps chained, C = 0 at the start of the slice. If any term is inf or
-// NaN the step returns the IEEE fp32 sum instead (NaN/inf propagate). All-zero terms return C.
-// The products a[i]*b[i] must be exact in fp32, which holds for e4m3/e5m2 operand values.
-RLP_HD int hopper_exponent(uint32_t abs_bits) {  // floor(log2 |t|) of a non-zero finite float
-  if ((abs_bits >> 23) != 0) return static_cast<int>(abs_bits >> 23) - 127;
-  int hb = 22;
-  while (((abs_bits >> hb) & 1u) == 0) --hb;
-  return hb - 149;
+// Hopper's FP8 wgmma (wgmma.mma_async.m64nNk32.f32.{e4m3,e5m2}.{e4m3,e5m2}) bit for bit as
+// microsoft/MMA-Sim simulates it (its authors tested the simulator bitwise against the hardware);
+// read at commit c785138 (2026-01-29):
+//   mmasim/simulator/nv_ptx.py  class wgmma (l. 147-183): FP8 operands get n_accum_fractional_bits
+//       = 13 and output_type "f32_e8m13" (l. 153-159); one nv_fused_dot_add over the whole k = 32
+//       row/column with C = the fp32 accumulator (l. 173-182). mmasim/isa/nv_ptx/nv_wgmma.py: k = 32
+//       exactly for e4m3/e5m2 (either type for A and for B).
+//   mmasim/simulator/arithmetic.py (before that commit mmasim/simulator/functions.py):
+//       extract_significand_exponent (l. 76-95), fused_sum (l. 115-129), fused_dot_add
+//       (l. 132-156), nv_fused_dot_add (l. 159-193), dtype_min_exponent (l. 54-64).
+// One step takes up to 32 fp8 operand pairs and the fp32 C and:
+//   0. if the float64 sum of the exact products and C is NaN (a NaN operand or C, inf * 0,
+//      inf - inf) it returns the NaN 0x7FFFFFFF; if it is +-inf, +-inf (fused_dot_add l. 140-144,
+//      nv_fused_dot_add l. 172-180);
+//   1. every operand gets an exponent as its own format defines it (extract_significand_exponent):
+//      floor(log2|x|) for normal values, the format's minimum exponent for subnormals (e4m3 -6,
+//      e5m2 -14; fp32 C -126), and -126 for zero (any format; functions.py had -999 until its
+//      rename on 2026-01-22, which differs only where every product is zero and C < 2^-111). A product a*b
+//      has exponent e_a + e_b (its significand s_a * s_b lies in [0, 4): it is not renormalized), C its own;
+//   2. emax = the largest of these exponents over ALL terms (zero ones and C included), and each
+//      term is truncated toward zero (sign-magnitude) to an integer multiple of 2^(emax - 13)
+//      (fused_sum: trunc(s * 2^(13 + e - emax)) * 2^-13);
+//   3. the truncated terms are summed exactly (here in int64 units of 2^(emax - 13));
+//   4. the sum is converted to "f32_e8m13": exponent as an fp32 value (clamped to -126 below the
+//      normal range), significand truncated toward zero to 13 fraction bits; a zero sum gives +0;
+//      a value >= 2^128 becomes +-inf (the float64 -> float32 conversion of nv_fused_dot_add l. 193).
+// A 128-slice is four such steps chained, C = 0 at the start of the slice. a[i], b[i] must hold
+// values of the fp8 formats ka, kb (as floats, e.g. from fp8_to_float), n <= 32.
+// The emulator's first reading of MMA-Sim (each product aligned on its own exponent
+// floor(log2|a*b|)) was wrong; the H200 fit of docs/cuda-backend.md (products aligned on e_a + e_b)
+// agrees with MMA-Sim, but its data never had a subnormal operand set the alignment.
+RLP_HD int hopper_operand_exponent(float x, Fp8Kind k) {
+  const uint32_t ab = f32_bits(x) & 0x7FFFFFFFu;
+  if (ab == 0) return -126;
+  const int e = static_cast<int>(ab >> 23) - 127;  // every e4m3/e5m2 value is a normal float
+  const int emin = 1 - fp8_format(k).bias;         // the format's subnormals sit at its emin
+  return e < emin ? emin : e;
 }
 
-RLP_HD float hopper_step(const float* a, const float* b, int n, float c) {
-  float terms[33];
-  int nt = 0;
-  for (int i = 0; i < n; ++i) terms[nt++] = a[i] * b[i];
-  terms[nt++] = c;
-  bool special = false;
-  int emax = -1000;
-  for (int i = 0; i < nt; ++i) {
-    const uint32_t ab = f32_bits(terms[i]) & 0x7FFFFFFFu;
-    if (ab >= 0x7F800000u)
-      special = true;
-    else if (ab != 0) {
-      // A product aligns on the sum of its operands' exponents (its mantissa product, in [1, 4),
-      // is not renormalized first); C on its own exponent.
-      const int e = i < n ? hopper_exponent(f32_bits(a[i]) & 0x7FFFFFFFu) +
-                                hopper_exponent(f32_bits(b[i]) & 0x7FFFFFFFu)
-                          : hopper_exponent(ab);
-      emax = e > emax ? e : emax;
-    }
-  }
-  if (special) {
-    float s = c;
-    for (int i = 0; i < n; ++i) s = s + terms[i];
-    return s;
-  }
-  if (emax == -1000) return c;
-  int64_t sum = 0;
-  for (int i = 0; i < nt; ++i) {
-    const uint32_t u = f32_bits(terms[i]);
-    const uint32_t ab = u & 0x7FFFFFFFu;
-    if (ab == 0) continue;
-    // |t| = m * 2^(e - 23) with m the 24-bit significand (float subnormals: e = -126, no
-    // implicit bit). In units of 2^(emax - 13): m * 2^(e - 23 - emax + 13) = m >> (emax - e + 10).
-    const int e = (ab >> 23) != 0 ? static_cast<int>(ab >> 23) - 127 : -126;
-    const uint64_t m = (ab >> 23) != 0 ? ((ab & 0x7FFFFFu) | 0x800000u) : ab;
-    const int shift = emax - e + 10;
-    const uint64_t q = shift >= 0 ? (shift >= 64 ? 0u : (m >> shift)) : (m << (-shift));
-    sum += (u >> 31) ? -static_cast<int64_t>(q) : static_cast<int64_t>(q);
-  }
+RLP_HD int hopper_c_exponent(float c) {  // fp32: zero and subnormals -> -126
+  const int f = static_cast<int>((f32_bits(c) >> 23) & 0xFFu);
+  return f == 0 ? -126 : f - 127;
+}
+
+// A finite float t truncated toward zero to an integer multiple of 2^(emax - 13), in those units.
+RLP_HD int64_t hopper_align(float t, int emax) {
+  const uint32_t u = f32_bits(t), ab = u & 0x7FFFFFFFu;
+  if (ab == 0) return 0;
+  // |t| = m * 2^(e - 23), m the 24-bit significand (float subnormals: e = -126, no implicit bit);
+  // in units of 2^(emax - 13): m * 2^(e - 23 - emax + 13) = m >> (emax - e + 10).
+  const int e = (ab >> 23) != 0 ? static_cast<int>(ab >> 23) - 127 : -126;
+  const uint64_t m = (ab >> 23) != 0 ? ((ab & 0x7FFFFFu) | 0x800000u) : ab;
+  const int shift = emax - e + 10;  // >= 9: every term is below 2^(emax + 2)
+  const uint64_t q = shift >= 64 ? 0u : (shift >= 0 ? (m >> shift) : (m << (-shift)));
+  return (u >> 31) ? -static_cast<int64_t>(q) : static_cast<int64_t>(q);
+}
+
+// sum * 2^(emax - 13) as "f32_e8m13" (step 4 above); emax >= -126.
+RLP_HD float hopper_to_f32_e8m13(int64_t sum, int emax) {
   if (sum == 0) return 0.0f;
   const bool neg = sum < 0;
   uint64_t mag = neg ? static_cast<uint64_t>(-sum) : static_cast<uint64_t>(sum);
   int len = 0;
   while ((mag >> len) != 0) ++len;
-  if (len > 14) mag = (mag >> (len - 14)) << (len - 14);  // keep 14 significant bits, toward zero
-  // mag < 2^20 is exact in double; the power of two is exact; the value has <= 14 significant
-  // bits so the float conversion is exact unless it leaves the float range.
-  double v = static_cast<double>(mag);
-  int sc = emax - 13;
-  while (sc > 0) {
-    v *= 2.0;
-    --sc;
+  const int E = emax - 14 + len;                    // the value's exponent, floor(log2)
+  const int keep_lsb = (E < -126 ? -126 : E) - 13;  // 13 fraction bits below the (clamped) exponent
+  const int drop = keep_lsb - (emax - 13);
+  if (drop > 0) mag = (mag >> drop) << drop;  // toward zero
+  const uint32_t sign = neg ? 0x80000000u : 0u;
+  if (E > 127) return bits_f32(sign | 0x7F800000u);  // >= 2^128: the float conversion overflows
+  uint32_t bits;
+  if (E >= -126) {
+    const uint64_t m24 = len <= 24 ? (mag << (24 - len)) : (mag >> (len - 24));
+    bits = (static_cast<uint32_t>(E + 127) << 23) | (static_cast<uint32_t>(m24) & 0x7FFFFFu);
+  } else {  // subnormal: in units of 2^-149 (emax >= -126, so the shift is >= 10)
+    bits = static_cast<uint32_t>(mag << (emax - 13 + 149));
   }
-  while (sc < 0) {
-    v *= 0.5;
-    ++sc;
+  return bits_f32(sign | bits);
+}
+
+// 1 for NaN, 2 for +inf, 4 for -inf, 0 for finite values.
+RLP_HD unsigned hopper_special(float v) {
+  const uint32_t u = f32_bits(v);
+  return (u & 0x7FFFFFFFu) > 0x7F800000u ? 1u : (u == 0x7F800000u ? 2u : (u == 0xFF800000u ? 4u : 0u));
+}
+
+RLP_HD float hopper_step(const float* a, const float* b, int n, float c, Fp8Kind ka, Fp8Kind kb) {
+  float t[32];
+  unsigned special = hopper_special(c);
+  int emax = hopper_c_exponent(c);
+  for (int i = 0; i < n; ++i) {
+    t[i] = a[i] * b[i];  // exact for fp8 operands; inf * 0 -> NaN
+    special |= hopper_special(t[i]);
+    const int e = hopper_operand_exponent(a[i], ka) + hopper_operand_exponent(b[i], kb);
+    emax = e > emax ? e : emax;
   }
-  const float r = static_cast<float>(v);
-  return neg ? -r : r;
+  if ((special & 1u) != 0 || special == 6u) return bits_f32(0x7FFFFFFFu);  // NaN, or inf - inf
+  if (special != 0) return bits_f32(special == 2u ? 0x7F800000u : 0xFF800000u);
+  int64_t sum = hopper_align(c, emax);
+  for (int i = 0; i < n; ++i) sum += hopper_align(t[i], emax);
+  return hopper_to_f32_e8m13(sum, emax);
 }
 
 // Accumulates one slice of n (<= 128) products into C, in k = 32 steps.
-RLP_HD float hopper_slice_accumulate(const float* a, const float* b, int n, float c) {
-  for (int k0 = 0; k0 < n; k0 += 32) c = hopper_step(a + k0, b + k0, (n - k0) < 32 ? (n - k0) : 32, c);
+RLP_HD float hopper_slice_accumulate(const float* a, const float* b, int n, float c, Fp8Kind ka, Fp8Kind kb) {
+  for (int k0 = 0; k0 < n; k0 += 32)
+    c = hopper_step(a + k0, b + k0, (n - k0) < 32 ? (n - k0) : 32, c, ka, kb);
   return c;
 }
 
