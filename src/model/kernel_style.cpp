@@ -52,6 +52,10 @@ PathStyle default_generation_style() {
   s.norm = NormKind::fused_add;
   s.rope_table_rounded = true;
   s.mlp_fused = true;
+  // vLLM picks its all-reduce per message (custom all-reduce below its size limit, NCCL above) and
+  // gathers the vocabulary shards of the logits before a full-row log-softmax.
+  s.tp_reduce = TpReduce::vllm;
+  s.vocab_parallel_logsoftmax = false;
   return s;
 }
 
@@ -214,6 +218,19 @@ const std::vector<Knob>& knobs() {
                           &PathStyle::mlp_fused, "fused", "unfused"));
     t.push_back(
         bool_knob("logits", "lm_head output in fp32 or act dtype", &PathStyle::logits_fp32, "fp32", "bf16"));
+    t.push_back(int_knob("tp", "tensor-parallel ranks: row-parallel linears all-reduce tp partials",
+                         &PathStyle::tp, 1, 64));
+    t.push_back(enum_knob("tp-reduce",
+                          "all-reduce of row-parallel partials: vLLM's per-message choice, vLLM's custom "
+                          "all-reduce, or NCCL's ring",
+                          EnumNames<TpReduce>{{{TpReduce::vllm, "vllm"},
+                                               {TpReduce::custom_ar, "custom-ar"},
+                                               {TpReduce::nccl_ring, "nccl-ring"}}},
+                          &PathStyle::tp_reduce));
+    t.push_back(bool_knob("logsoftmax",
+                          "with tp > 1: log-softmax over vocabulary shards all-reduced (Megatron) or over "
+                          "the gathered row (vLLM)",
+                          &PathStyle::vocab_parallel_logsoftmax, "vocab-parallel", "gathered"));
     return t;
   }();
   return table;
@@ -244,10 +261,15 @@ void set_knob(PathStyle& style, const std::string& name, const std::string& valu
 
 std::string get_knob(const PathStyle& style, const std::string& name) { return find_knob(name).get(style); }
 
+bool knob_needs_tp(const std::string& name) { return name == "tp-reduce" || name == "logsoftmax"; }
+
 nlohmann::json PathStyle::to_json() const {
   nlohmann::json j;
   j["name"] = name;
-  for (const auto& k : knobs()) j[k.info.name] = k.get(*this);
+  for (const auto& k : knobs()) {
+    if (tp == 1 && (k.info.name == "tp" || knob_needs_tp(k.info.name))) continue;  // single-GPU path
+    j[k.info.name] = k.get(*this);
+  }
   j["bf16-first-layers"] = bf16_first_layers;
   j["bf16-last-layers"] = bf16_last_layers;
   return j;

@@ -22,6 +22,10 @@ enum class AttentionKind { flash, split_kv };
 enum class KvCacheDtype { bf16, fp8 };
 enum class NormKind { fused_add, unfused };  // vLLM fused_add_rms_norm vs TE/Megatron RMSNorm
 enum class ResidualDtype { act, fp32 };
+// How the partial outputs of the tensor-parallel ranks are all-reduced (numerics/all_reduce.hpp):
+// vllm = vLLM's choice per message (custom all-reduce when it takes the message, the NCCL ring
+// otherwise), custom_ar = always vLLM's custom all-reduce, nccl_ring = always NCCL's ring.
+enum class TpReduce { vllm, custom_ar, nccl_ring };
 
 struct PathStyle {
   std::string name;  // "gen" or "train"
@@ -53,6 +57,14 @@ struct PathStyle {
   bool mlp_fused = false;           // silu(gate)*up in fp32 with one rounding
   bool logits_fp32 = false;         // lm_head output kept fp32 instead of act dtype
 
+  // Tensor parallelism (docs/kernel-paths.md, "Tensor parallelism"): row-parallel linears (o, down)
+  // split K into `tp` contiguous ranges whose act-dtype partials are all-reduced by `tp_reduce`;
+  // vocab_parallel_logsoftmax: the log-softmax reduces per-rank vocabulary shards (Megatron's
+  // vocab_parallel_cross_entropy) instead of the gathered row (vLLM's logits processor).
+  int tp = 1;
+  TpReduce tp_reduce = TpReduce::nccl_ring;
+  bool vocab_parallel_logsoftmax = true;
+
   // True when decoder layer `layer` (0-based) of a model with `num_layers` runs fp8 linears.
   bool layer_is_fp8(int layer, int num_layers) const;
   // GEMM configuration for a linear with M rows of input and K inner dimension.
@@ -74,5 +86,8 @@ const std::vector<KnobInfo>& knob_table();
 // Sets knob `name` to `value`; InputError naming the knob and the accepted values on failure.
 void set_knob(PathStyle& style, const std::string& name, const std::string& value);
 std::string get_knob(const PathStyle& style, const std::string& name);
+// True for the knobs that act only when the path's tp > 1 (tp-reduce, logsoftmax): a run file
+// records them only then, and knob attribution skips them when both paths run tp 1.
+bool knob_needs_tp(const std::string& name);
 
 }  // namespace rlp
