@@ -110,7 +110,7 @@ void EmulatedOps::init_tensor_parallel() {
       if (lin.fp8 && kr % lin.wq.block_cols != 0)
         RLP_THROW_INPUT(
             "path '{}': tp {} cuts the {} ({}) into {}-wide shards, not whole {}-wide fp8 "
-            "weight blocks",
+            "weight blocks (vLLM's block-fp8 linears refuse such a partition too)",
             style_.name, tp, dim, lin.in, kr, lin.wq.block_cols);
       std::vector<PreparedLinear> ranks;
       for (int r = 0; r < tp; ++r) ranks.push_back(slice_k(lin, r * kr, (r + 1) * kr, r == 0));
