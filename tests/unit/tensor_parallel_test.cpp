@@ -22,6 +22,7 @@
 #include "rlparity/numerics/libm_model.hpp"
 #include "rlparity/replay/replay.hpp"
 #include "rlparity/util/error.hpp"
+#include "rlparity/util/parallel.hpp"
 
 namespace rlp {
 namespace {
@@ -347,6 +348,51 @@ TEST(TensorParallel, ErrorNamesTheDimension) {
   EXPECT_NE(replay_error("8").find("intermediate size (172)"), std::string::npos) << replay_error("8");
   EXPECT_NE(replay_error("16").find("attention heads"), std::string::npos);
   EXPECT_EQ(replay_error("4"), "");
+}
+
+std::vector<InputSequence> two_inputs() {
+  std::vector<InputSequence> in(2);
+  in[0] = {"a", {1, 295, 369, 309}, {306, 462, 449, 362, 303, 461}, true, {}, 1};
+  in[1] = {"b", {1, 306, 463, 436, 448, 412, 472}, {453, 292, 295, 309, 330}, true, {}, 2};
+  return in;
+}
+
+RunData replay_with(const std::vector<std::pair<std::string, std::string>>& gen,
+                    const std::vector<std::pair<std::string, std::string>>& train = {}) {
+  ReplayOptions opt;
+  opt.oracle = false;
+  opt.recipes = {"bf16"};
+  opt.recipe.gen_knobs = gen;
+  opt.recipe.train_knobs = train;
+  auto in = two_inputs();
+  return run_replay(stories(), in, opt);
+}
+
+// At tp 1 the tp-only knobs change nothing; at tp 4 each changes the result, and so does tp alone.
+TEST(TensorParallel, KnobsActOnlyWithRanks) {
+  const RunData base = replay_with({});
+  const RunData inert = replay_with({{"tp-reduce", "nccl-ring"}, {"logsoftmax", "vocab-parallel"}},
+                                    {{"tp-reduce", "custom-ar"}, {"logsoftmax", "gathered"}});
+  EXPECT_EQ(base.recipes[0].tokens, inert.recipes[0].tokens);
+  const RunData tp4 = replay_with({{"tp", "4"}});
+  EXPECT_NE(base.recipes[0].tokens.at("logp_gen"), tp4.recipes[0].tokens.at("logp_gen"));
+  EXPECT_EQ(base.recipes[0].tokens.at("logp_train"), tp4.recipes[0].tokens.at("logp_train"));
+  const RunData ring = replay_with({{"tp", "4"}, {"tp-reduce", "nccl-ring"}});
+  EXPECT_NE(tp4.recipes[0].tokens.at("logp_gen"), ring.recipes[0].tokens.at("logp_gen"));
+  const RunData train4 = replay_with({}, {{"tp", "4"}});
+  const RunData train4g = replay_with({}, {{"tp", "4"}, {"logsoftmax", "gathered"}});
+  EXPECT_NE(base.recipes[0].tokens.at("logp_train"), train4.recipes[0].tokens.at("logp_train"));
+  EXPECT_NE(train4.recipes[0].tokens.at("logp_train"), train4g.recipes[0].tokens.at("logp_train"));
+}
+
+// Decode steps with tp: the result does not depend on the thread count (rows grouped differently).
+TEST(TensorParallel, DecodeIndependentOfThreads) {
+  set_thread_count(1);
+  const RunData a = replay_with({{"tp", "4"}, {"batch", "8"}}, {{"tp", "2"}});
+  set_thread_count(2);
+  const RunData b = replay_with({{"tp", "4"}, {"batch", "8"}}, {{"tp", "2"}});
+  set_thread_count(0);
+  EXPECT_EQ(a.recipes[0].tokens, b.recipes[0].tokens);
 }
 
 }  // namespace
