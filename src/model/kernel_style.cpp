@@ -5,6 +5,7 @@
 #include <charconv>
 #include <functional>
 
+#include "rlparity/model/model_spec.hpp"
 #include "rlparity/util/error.hpp"
 
 namespace rlp {
@@ -260,6 +261,36 @@ void set_knob(PathStyle& style, const std::string& name, const std::string& valu
 }
 
 std::string get_knob(const PathStyle& style, const std::string& name) { return find_knob(name).get(style); }
+
+void check_tensor_parallel(const PathStyle& style, const ModelSpec& spec) {
+  const int tp = style.tp;
+  if (tp == 1) return;
+  // vLLM's attention and MLP layers shard heads and the intermediate size evenly (e.g.
+  // vllm/model_executor/models/llama.py, LlamaAttention: total_num_heads % tp_size == 0; KV heads
+  // split when tp <= their count, replicated when tp is a multiple of it).
+  if (spec.heads % tp != 0)
+    RLP_THROW_INPUT("path '{}': tp {} does not divide the attention heads ({})", style.name, tp, spec.heads);
+  if (spec.intermediate % tp != 0)
+    RLP_THROW_INPUT("path '{}': tp {} does not divide the intermediate size ({})", style.name, tp,
+                    spec.intermediate);
+  if (tp <= spec.kv_heads ? spec.kv_heads % tp != 0 : tp % spec.kv_heads != 0)
+    RLP_THROW_INPUT(
+        "path '{}': tp {} and the KV heads ({}): one must divide the other (KV heads are "
+        "split when tp is at most their count, replicated when tp is a multiple of it)",
+        style.name, tp, spec.kv_heads);
+  // fp8 row-parallel shards must be whole 128-wide weight blocks (vLLM's block-fp8 linears refuse
+  // other partitions); the ops check the prepared weights again.
+  if (style.fp8_linear && style.bf16_first_layers + style.bf16_last_layers < spec.layers) {
+    for (const auto& [dim, k] :
+         {std::pair<const char*, int>{"attention width (heads x head_dim)", spec.heads * spec.head_dim},
+          std::pair<const char*, int>{"intermediate size", spec.intermediate}})
+      if ((k / tp) % 128 != 0)
+        RLP_THROW_INPUT(
+            "path '{}': tp {} cuts the {} ({}) into {}-wide shards, not whole 128-wide fp8 "
+            "weight blocks (vLLM's block-fp8 linears refuse such a partition too)",
+            style.name, tp, dim, k, k / tp);
+  }
+}
 
 bool knob_needs_tp(const std::string& name) { return name == "tp-reduce" || name == "logsoftmax"; }
 

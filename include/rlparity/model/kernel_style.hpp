@@ -86,6 +86,11 @@ const std::vector<KnobInfo>& knob_table();
 // Sets knob `name` to `value`; InputError naming the knob and the accepted values on failure.
 void set_knob(PathStyle& style, const std::string& name, const std::string& value);
 std::string get_knob(const PathStyle& style, const std::string& name);
+struct ModelSpec;
+// InputError naming the dimension when style.tp does not divide the attention heads or the
+// intermediate size, or neither divides the other with the KV heads (vLLM's rule for replicating
+// them). Checked by the replay plan before any work and by the ops that cut the weights.
+void check_tensor_parallel(const PathStyle& style, const ModelSpec& spec);
 // True for the knobs that act only when the path's tp > 1 (tp-reduce, logsoftmax): a run file
 // records them only then, and knob attribution skips them when both paths run tp 1.
 bool knob_needs_tp(const std::string& name);

@@ -87,21 +87,9 @@ PreparedLinear slice_k(const PreparedLinear& lin, int k0, int k1, bool keep_bias
 
 void EmulatedOps::init_tensor_parallel() {
   const int tp = style_.tp;
-  // vLLM's Attention/MLP layers shard heads and the intermediate size evenly (e.g. LlamaAttention:
-  // total_num_heads % tp_size == 0; KV heads split when tp <= kv_heads, replicated when tp is a
-  // multiple of them). Column-parallel projections need no other change: each output column is the
-  // same dot product on whichever rank owns it.
-  if (spec_.heads % tp != 0)
-    RLP_THROW_INPUT("path '{}': tp {} does not divide the attention heads ({})", style_.name, tp,
-                    spec_.heads);
-  if (spec_.intermediate % tp != 0)
-    RLP_THROW_INPUT("path '{}': tp {} does not divide the intermediate size ({})", style_.name, tp,
-                    spec_.intermediate);
-  if (tp <= spec_.kv_heads ? spec_.kv_heads % tp != 0 : tp % spec_.kv_heads != 0)
-    RLP_THROW_INPUT(
-        "path '{}': tp {} and the KV heads ({}): one must divide the other (KV heads are "
-        "split when tp is at most their count, replicated when tp is a multiple of it)",
-        style_.name, tp, spec_.kv_heads);
+  check_tensor_parallel(style_, spec_);
+  // Column-parallel projections need no change: each output column is the same dot product on
+  // whichever rank owns it. Row-parallel ones are cut along K here.
   auto cut = [&](Proj p, const char* dim) {
     std::vector<std::vector<PreparedLinear>> out;
     for (const auto& layer : w_.layers) {
