@@ -5,6 +5,7 @@
 // log-softmax of the CPU ops against naive per-rank loops, and the errors for a tp that does not fit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -20,6 +21,7 @@
 #include "rlparity/numerics/formats.hpp"
 #include "rlparity/numerics/gemm.hpp"
 #include "rlparity/numerics/libm_model.hpp"
+#include "rlparity/replay/attribution.hpp"
 #include "rlparity/replay/replay.hpp"
 #include "rlparity/util/error.hpp"
 #include "rlparity/util/parallel.hpp"
@@ -383,6 +385,26 @@ TEST(TensorParallel, KnobsActOnlyWithRanks) {
   const RunData train4g = replay_with({}, {{"tp", "4"}, {"logsoftmax", "gathered"}});
   EXPECT_NE(base.recipes[0].tokens.at("logp_train"), train4.recipes[0].tokens.at("logp_train"));
   EXPECT_NE(train4.recipes[0].tokens.at("logp_train"), train4g.recipes[0].tokens.at("logp_train"));
+}
+
+// Knob attribution lists tp-reduce and logsoftmax when a path runs tp > 1, and tp-reduce alone
+// moves the result (custom all-reduce vs ring at 4 ranks).
+TEST(TensorParallel, KnobAttributionFlipsTpReduce) {
+  ReplayOptions opt;
+  opt.recipes = {"bf16"};
+  opt.recipe.gen_knobs = {{"tp", "4"}};
+  opt.recipe.train_knobs = {{"tp", "4"}};
+  AttributionOptions ao;
+  ao.knobs = true;
+  ao.recipe = "bf16";
+  RunData run;
+  run_attribution(stories(), two_inputs(), opt, ao, run);
+  const AttributionTable& t = run.attribution.at("knobs");
+  const auto& names = t.labels.at("knob");
+  const auto it = std::find(names.begin(), names.end(), "tp-reduce");
+  ASSERT_NE(it, names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "logsoftmax"), names.end());
+  EXPECT_GT(t.values.at("mean_abs_log_ratio")[static_cast<std::size_t>(it - names.begin())], 0.0);
 }
 
 // Decode steps with tp: the result does not depend on the thread count (rows grouped differently).
