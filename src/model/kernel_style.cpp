@@ -32,6 +32,21 @@ num::GemmConfig PathStyle::gemm_config(int m, int k) const {
   return cfg;
 }
 
+num::ReduceAlgo PathStyle::reduce_algo(int64_t bytes, bool row_output) const {
+  switch (tp_reduce) {
+    case TpReduce::custom_ar:
+      return num::custom_ar_stage(bytes, tp);
+    case TpReduce::vllm:
+      return num::vllm_uses_custom_ar(bytes, tp) ? num::custom_ar_stage(bytes, tp)
+                                                 : num::ReduceAlgo::nccl_ring;
+    case TpReduce::nccl_rs:
+      return row_output ? num::ReduceAlgo::nccl_reduce_scatter : num::ReduceAlgo::nccl_ring;
+    case TpReduce::nccl_ring:
+      break;
+  }
+  return num::ReduceAlgo::nccl_ring;
+}
+
 PathStyle default_training_style() {
   PathStyle s;
   s.name = "train";
@@ -223,10 +238,11 @@ const std::vector<Knob>& knobs() {
                          &PathStyle::tp, 1, 64));
     t.push_back(enum_knob("tp-reduce",
                           "all-reduce of row-parallel partials: vLLM's per-message choice, vLLM's custom "
-                          "all-reduce, or NCCL's ring",
+                          "all-reduce, NCCL's ring, or NCCL's reduce-scatter over sequence shards",
                           EnumNames<TpReduce>{{{TpReduce::vllm, "vllm"},
                                                {TpReduce::custom_ar, "custom-ar"},
-                                               {TpReduce::nccl_ring, "nccl-ring"}}},
+                                               {TpReduce::nccl_ring, "nccl-ring"},
+                                               {TpReduce::nccl_rs, "nccl-rs"}}},
                           &PathStyle::tp_reduce));
     t.push_back(bool_knob("logsoftmax",
                           "with tp > 1: log-softmax over vocabulary shards all-reduced (Megatron) or over "

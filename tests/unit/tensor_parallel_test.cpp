@@ -39,10 +39,12 @@ float rnd(float x, OutRound f) { return num::round_out(x, f); }
 // chunk (i - 1 - s) mod n; at step 0 it sends its own values, at steps 1..n-1 it adds its own value to
 // what rank i-1 sent it the step before (rounding to the dtype), and at step n-1 the chunk it holds is
 // chunk i, complete. Chunks of alignUp(ceil(count / n), 16 / elem_bytes) elements (runRing line 38).
-std::vector<float> ring_simulation(const Bufs& in, OutRound f, int elem_bytes) {
+// With reduce_scatter, NCCL's reduce-scatter (src/device/reduce_scatter.h runRing): the same steps
+// over n shards of ceil(count / n) elements, shard c delivered to rank c.
+std::vector<float> ring_simulation(const Bufs& in, OutRound f, int elem_bytes, bool reduce_scatter = false) {
   const int n = static_cast<int>(in.size());
   const int64_t count = static_cast<int64_t>(in[0].size());
-  const int64_t align = 16 / elem_bytes;
+  const int64_t align = reduce_scatter ? 1 : 16 / elem_bytes;
   const int64_t chunk = ((count + n - 1) / n + align - 1) / align * align;
   std::vector<float> result(in[0].size());
   Bufs sent(static_cast<std::size_t>(n), std::vector<float>(in[0].size()));
@@ -147,6 +149,10 @@ TEST(AllReduce, ChunkOwnersHandWorked) {
   EXPECT_EQ(num::reduce_owner(ReduceAlgo::custom_2stage, 103, 104, 4, 2), 3);
   EXPECT_EQ(num::reduce_owner(ReduceAlgo::custom_2stage, 5, 16, 4, 2), 3);  // 2 packs < 4 ranks
   EXPECT_EQ(num::reduce_owner(ReduceAlgo::custom_1stage, 103, 104, 4, 2), 0);
+  // Reduce-scatter, 100 over 4 ranks: shards of 25, no alignment.
+  EXPECT_EQ(num::reduce_owner(ReduceAlgo::nccl_reduce_scatter, 24, 100, 4, 2), 0);
+  EXPECT_EQ(num::reduce_owner(ReduceAlgo::nccl_reduce_scatter, 25, 100, 4, 2), 1);
+  EXPECT_EQ(num::reduce_owner(ReduceAlgo::nccl_reduce_scatter, 99, 100, 4, 2), 3);
 }
 
 // Rank order changes the bits. Three bf16 partials {1, 2^-8, 2^-8}: the exact sum 1 + 2^-7 is a
@@ -186,6 +192,8 @@ TEST(AllReduce, MatchesEngineSimulations) {
             "n=" + std::to_string(n) + " count=" + std::to_string(count) + " eb=" + std::to_string(eb);
         expect_bits(reduce_with_rules(ReduceAlgo::nccl_ring, in, f, eb), ring_simulation(in, f, eb),
                     "ring " + what);
+        expect_bits(reduce_with_rules(ReduceAlgo::nccl_reduce_scatter, in, f, eb),
+                    ring_simulation(in, f, eb, true), "reduce-scatter " + what);
         expect_bits(reduce_with_rules(ReduceAlgo::custom_1stage, in, f, eb), custom_1stage_simulation(in, f),
                     "1stage " + what);
         if (count % (16 / eb) == 0)
@@ -239,7 +247,7 @@ TEST(TensorParallel, RowParallelLinearMatchesNaiveRanks) {
   const int K = ck.spec().intermediate, N = ck.spec().hidden, rows = 5;
   const HostMat x = random_act(rows, K, 3);
   for (int tp : {2, 4}) {
-    for (const char* reduce : {"nccl-ring", "custom-ar"}) {
+    for (const char* reduce : {"nccl-ring", "custom-ar", "nccl-rs"}) {
       PathStyle style = default_training_style();
       style.tp = tp;
       set_knob(style, "tp-reduce", reduce);
@@ -262,9 +270,10 @@ TEST(TensorParallel, RowParallelLinearMatchesNaiveRanks) {
         num::gemm_f32acc(xs.data(), ws.data(), parts[static_cast<std::size_t>(r)].data(), rows, N, kr,
                          style.gemm_config(rows, kr));
       }
-      const std::vector<float> want = std::string(reduce) == "nccl-ring"
-                                          ? ring_simulation(parts, OutRound::bf16, 2)
-                                          : custom_1stage_simulation(parts, OutRound::bf16);
+      const std::string rd = reduce;
+      const std::vector<float> want = rd == "custom-ar"
+                                          ? custom_1stage_simulation(parts, OutRound::bf16)
+                                          : ring_simulation(parts, OutRound::bf16, 2, rd == "nccl-rs");
       const std::vector<float> got(y.data(), y.data() + y.size());
       expect_bits(got, want, "tp " + std::to_string(tp) + " " + reduce);
     }

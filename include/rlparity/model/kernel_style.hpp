@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "rlparity/numerics/all_reduce.hpp"
 #include "rlparity/numerics/gemm.hpp"
 #include "rlparity/numerics/scaling.hpp"
 
@@ -24,8 +25,9 @@ enum class NormKind { fused_add, unfused };  // vLLM fused_add_rms_norm vs TE/Me
 enum class ResidualDtype { act, fp32 };
 // How the partial outputs of the tensor-parallel ranks are all-reduced (numerics/all_reduce.hpp):
 // vllm = vLLM's choice per message (custom all-reduce when it takes the message, the NCCL ring
-// otherwise), custom_ar = always vLLM's custom all-reduce, nccl_ring = always NCCL's ring.
-enum class TpReduce { vllm, custom_ar, nccl_ring };
+// otherwise), custom_ar = always vLLM's custom all-reduce, nccl_ring = always NCCL's ring,
+// nccl_rs = NCCL's ring reduce-scatter over sequence shards (Megatron's sequence parallelism).
+enum class TpReduce { vllm, custom_ar, nccl_ring, nccl_rs };
 
 struct PathStyle {
   std::string name;  // "gen" or "train"
@@ -67,6 +69,10 @@ struct PathStyle {
 
   // True when decoder layer `layer` (0-based) of a model with `num_layers` runs fp8 linears.
   bool layer_is_fp8(int layer, int num_layers) const;
+  // The all-reduce algorithm tp_reduce picks for a message of `bytes` bytes; row_output: the
+  // reduction after a row-parallel linear (nccl_rs reduce-scatters only those; others, like the
+  // log-softmax sums, are all-reduced).
+  num::ReduceAlgo reduce_algo(int64_t bytes, bool row_output) const;
   // GEMM configuration for a linear with M rows of input and K inner dimension.
   num::GemmConfig gemm_config(int m, int k) const;
   nlohmann::json to_json() const;

@@ -16,6 +16,10 @@
 //   the dtype, and rank c adds last (step n-1, chunk = ringIx). Order c+1, c+2, ..., c-1, c, a
 //   rounding after every add. We assume one channel, the ring in rank order and the whole message
 //   in one loop of runRing (the chunking NCCL uses for its last, partial loop).
+// nccl_reduce_scatter: NCCL's ring reduce-scatter (src/device/reduce_scatter.h, runRing), what
+//   Megatron's sequence parallelism uses after a row-parallel linear: rank c receives shard c, the
+//   c-th of n contiguous shards of divUp(count, n) elements (the sequence cut into n), summed in the
+//   ring order c+1, ..., c-1, c with a rounding after every add (then all-gathered: copies).
 #pragma once
 #include <cstdint>
 
@@ -24,7 +28,7 @@
 
 namespace rlp::num {
 
-enum class ReduceAlgo : uint8_t { custom_1stage, custom_2stage, nccl_ring };
+enum class ReduceAlgo : uint8_t { custom_1stage, custom_2stage, nccl_ring, nccl_reduce_scatter };
 
 // The rank whose order an element's sum follows (the rank it starts at for custom_*, the chunk
 // owner, where it ends, for nccl_ring). `idx` is the element's index in the flat message of
@@ -39,7 +43,8 @@ RLP_HD int reduce_owner(ReduceAlgo algo, int64_t idx, int64_t count, int ranks, 
     return r < ranks - 1 ? static_cast<int>(r) : ranks - 1;
   }
   const int64_t per_rank = (count + ranks - 1) / ranks;
-  const int64_t chunk = (per_rank + per16 - 1) / per16 * per16;
+  const int64_t chunk =
+      algo == ReduceAlgo::nccl_reduce_scatter ? per_rank : (per_rank + per16 - 1) / per16 * per16;
   const int64_t c = idx / chunk;
   return c < ranks - 1 ? static_cast<int>(c) : ranks - 1;
 }
@@ -48,7 +53,7 @@ RLP_HD int reduce_owner(ReduceAlgo algo, int64_t idx, int64_t count, int ranks, 
 // `owner` from reduce_owner.
 RLP_HD float all_reduce_element(ReduceAlgo algo, const float* vals, int ranks, int owner, OutRound out) {
   if (ranks <= 1) return vals[0];
-  if (algo == ReduceAlgo::nccl_ring) {
+  if (algo == ReduceAlgo::nccl_ring || algo == ReduceAlgo::nccl_reduce_scatter) {
     int r = owner + 1 < ranks ? owner + 1 : 0;
     float acc = vals[r];
     for (int i = 1; i < ranks; ++i) {

@@ -136,10 +136,7 @@ void EmulatedOps::row_parallel_linear(const Mat& x, const std::vector<PreparedLi
   const int elem_bytes = 2;
   const int64_t count = static_cast<int64_t>(decode_step ? style_.batch : n) * N;
   const int64_t bytes = count * elem_bytes;
-  num::ReduceAlgo algo = num::ReduceAlgo::nccl_ring;
-  if (style_.tp_reduce == TpReduce::custom_ar ||
-      (style_.tp_reduce == TpReduce::vllm && num::vllm_uses_custom_ar(bytes, tp)))
-    algo = num::custom_ar_stage(bytes, tp);
+  const num::ReduceAlgo algo = style_.reduce_algo(bytes, true);
   y.resize(n, N);
   parallel_for(static_cast<std::size_t>(n), kRowGrain, [&](std::size_t r0, std::size_t r1) {
     std::vector<float> vals(static_cast<std::size_t>(tp));

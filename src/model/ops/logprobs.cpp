@@ -10,16 +10,6 @@
 
 namespace rlp {
 
-namespace {
-
-num::ReduceAlgo reduce_algo(TpReduce choice, int64_t bytes, int tp) {
-  if (choice == TpReduce::custom_ar || (choice == TpReduce::vllm && num::vllm_uses_custom_ar(bytes, tp)))
-    return num::custom_ar_stage(bytes, tp);
-  return num::ReduceAlgo::nccl_ring;
-}
-
-}  // namespace
-
 void EmulatedOps::logprobs(const Mat& xn, Mat& out, bool decode_step) const {
   gemm(xn, w_.lm_head, out, style_.logits_fp32, decode_step);
   const int tp = style_.tp;
@@ -33,7 +23,7 @@ void EmulatedOps::logprobs(const Mat& xn, Mat& out, bool decode_step) const {
     const int V = static_cast<int>(out.cols());
     const int shard = (V + tp - 1) / tp;
     const int64_t count = decode_step ? style_.batch : out.rows();
-    const num::ReduceAlgo algo = reduce_algo(style_.tp_reduce, count * 4, tp);
+    const num::ReduceAlgo algo = style_.reduce_algo(count * 4, false);
     parallel_for(static_cast<std::size_t>(out.rows()), 1, [&](std::size_t r0, std::size_t r1) {
       std::vector<float> sums(static_cast<std::size_t>(tp));
       for (std::size_t r = r0; r < r1; ++r) {
