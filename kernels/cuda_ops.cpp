@@ -55,6 +55,13 @@ CudaOps::CudaOps(std::shared_ptr<CudaContext> ctx, const ModelSpec& spec, const 
       style_(style),
       emu_(spec, weights, style, kv_scales) {
   if (kv_scales) kv_scales_ = *kv_scales;
+  // The CUDA forward runs one GPU's whole layer; the tensor-parallel split and its all-reduce are
+  // modelled on the CPU only (src/model/ops/linear.cpp, logprobs.cpp).
+  if (style_.tp != 1)
+    RLP_THROW_INPUT(
+        "path '{}': tp {} is not supported by the CUDA backend (its forward has no "
+        "tensor-parallel all-reduce); run this path with --backend cpu or tp 1",
+        style_.name, style_.tp);
   Lock lock(ctx_->mutex());
   w_ = std::make_unique<CudaWeights>(
       spec, weights,

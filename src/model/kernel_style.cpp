@@ -6,6 +6,7 @@
 #include <functional>
 #include <initializer_list>
 
+#include "rlparity/model/model_spec.hpp"
 #include "rlparity/util/error.hpp"
 
 namespace rlp {
@@ -44,6 +45,21 @@ num::GemmConfig PathStyle::gemm_config(int m, int k) const {
   return cfg;
 }
 
+num::ReduceAlgo PathStyle::reduce_algo(int64_t bytes, bool row_output) const {
+  switch (tp_reduce) {
+    case TpReduce::custom_ar:
+      return num::custom_ar_stage(bytes, tp);
+    case TpReduce::vllm:
+      return num::vllm_uses_custom_ar(bytes, tp) ? num::custom_ar_stage(bytes, tp)
+                                                 : num::ReduceAlgo::nccl_ring;
+    case TpReduce::nccl_rs:
+      return row_output ? num::ReduceAlgo::nccl_reduce_scatter : num::ReduceAlgo::nccl_ring;
+    case TpReduce::nccl_ring:
+      break;
+  }
+  return num::ReduceAlgo::nccl_ring;
+}
+
 PathStyle default_training_style() {
   PathStyle s;
   s.name = "train";
@@ -65,6 +81,10 @@ PathStyle default_generation_style() {
   s.norm = NormKind::fused_add;
   s.rope_table_rounded = true;
   s.mlp_fused = true;
+  // vLLM picks its all-reduce per message (custom all-reduce below its size limit, NCCL above) and
+  // gathers the vocabulary shards of the logits before a full-row log-softmax.
+  s.tp_reduce = TpReduce::vllm;
+  s.vocab_parallel_logsoftmax = false;
   return s;
 }
 
@@ -233,6 +253,20 @@ const std::vector<Knob>& knobs() {
                           &PathStyle::mlp_fused, "fused", "unfused"));
     t.push_back(
         bool_knob("logits", "lm_head output in fp32 or act dtype", &PathStyle::logits_fp32, "fp32", "bf16"));
+    t.push_back(int_knob("tp", "tensor-parallel ranks: row-parallel linears all-reduce tp partials",
+                         &PathStyle::tp, 1, 64));
+    t.push_back(enum_knob("tp-reduce",
+                          "all-reduce of row-parallel partials: vLLM's per-message choice, vLLM's custom "
+                          "all-reduce, NCCL's ring, or NCCL's reduce-scatter over sequence shards",
+                          EnumNames<TpReduce>{{{TpReduce::vllm, "vllm"},
+                                               {TpReduce::custom_ar, "custom-ar"},
+                                               {TpReduce::nccl_ring, "nccl-ring"},
+                                               {TpReduce::nccl_rs, "nccl-rs"}}},
+                          &PathStyle::tp_reduce));
+    t.push_back(bool_knob("logsoftmax",
+                          "with tp > 1: log-softmax over vocabulary shards all-reduced (Megatron) or over "
+                          "the gathered row (vLLM)",
+                          &PathStyle::vocab_parallel_logsoftmax, "vocab-parallel", "gathered"));
     return t;
   }();
   return table;
@@ -263,10 +297,45 @@ void set_knob(PathStyle& style, const std::string& name, const std::string& valu
 
 std::string get_knob(const PathStyle& style, const std::string& name) { return find_knob(name).get(style); }
 
+void check_tensor_parallel(const PathStyle& style, const ModelSpec& spec) {
+  const int tp = style.tp;
+  if (tp == 1) return;
+  // vLLM's attention and MLP layers shard heads and the intermediate size evenly (e.g.
+  // vllm/model_executor/models/llama.py, LlamaAttention: total_num_heads % tp_size == 0; KV heads
+  // split when tp <= their count, replicated when tp is a multiple of it).
+  if (spec.heads % tp != 0)
+    RLP_THROW_INPUT("path '{}': tp {} does not divide the attention heads ({})", style.name, tp, spec.heads);
+  if (spec.intermediate % tp != 0)
+    RLP_THROW_INPUT("path '{}': tp {} does not divide the intermediate size ({})", style.name, tp,
+                    spec.intermediate);
+  if (tp <= spec.kv_heads ? spec.kv_heads % tp != 0 : tp % spec.kv_heads != 0)
+    RLP_THROW_INPUT(
+        "path '{}': tp {} and the KV heads ({}): one must divide the other (KV heads are "
+        "split when tp is at most their count, replicated when tp is a multiple of it)",
+        style.name, tp, spec.kv_heads);
+  // fp8 row-parallel shards must be whole 128-wide weight blocks (vLLM's block-fp8 linears refuse
+  // other partitions); the ops check the prepared weights again.
+  if (style.fp8_linear && style.bf16_first_layers + style.bf16_last_layers < spec.layers) {
+    for (const auto& [dim, k] :
+         {std::pair<const char*, int>{"attention width (heads x head_dim)", spec.heads * spec.head_dim},
+          std::pair<const char*, int>{"intermediate size", spec.intermediate}})
+      if ((k / tp) % 128 != 0)
+        RLP_THROW_INPUT(
+            "path '{}': tp {} cuts the {} ({}) into {}-wide shards, not whole 128-wide fp8 "
+            "weight blocks (vLLM's block-fp8 linears refuse such a partition too)",
+            style.name, tp, dim, k, k / tp);
+  }
+}
+
+bool knob_needs_tp(const std::string& name) { return name == "tp-reduce" || name == "logsoftmax"; }
+
 nlohmann::json PathStyle::to_json() const {
   nlohmann::json j;
   j["name"] = name;
-  for (const auto& k : knobs()) j[k.info.name] = k.get(*this);
+  for (const auto& k : knobs()) {
+    if (tp == 1 && (k.info.name == "tp" || knob_needs_tp(k.info.name))) continue;  // single-GPU path
+    j[k.info.name] = k.get(*this);
+  }
   j["bf16-first-layers"] = bf16_first_layers;
   j["bf16-last-layers"] = bf16_last_layers;
   return j;

@@ -67,12 +67,15 @@ ReplayPlan make_replay_plan(const ModelSpec& spec, const ReplayOptions& options,
     plan.recipes.push_back(make_recipe(name, options.recipe));
   }
   for (const auto& r : plan.recipes)
+    for (const PathStyle* s : {&r.gen, &r.train}) check_tensor_parallel(*s, spec);
+  for (const auto& r : plan.recipes)
     for (const PathStyle* s : {&r.gen, &r.train})
       if (s->bf16_first_layers + s->bf16_last_layers > spec.layers)
         RLP_THROW_INPUT("--bf16-first-layers + --bf16-last-layers = {} exceeds the model's {} layers",
                         s->bf16_first_layers + s->bf16_last_layers, spec.layers);
   plan.sampler = make_recipe(options.sample_recipe, options.recipe);
   plan.sampler.gen.kv_cache = KvCacheDtype::bf16;
+  check_tensor_parallel(plan.sampler.gen, spec);
 
   std::vector<std::string> keys;
   for (const auto& r : plan.recipes) {

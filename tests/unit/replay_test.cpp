@@ -109,16 +109,29 @@ TEST(Replay, EveryKnobChangesTheResult) {
       in[static_cast<std::size_t>(s)].response.push_back((i * 53 + s * 7 + 5) % 512);
     in[static_cast<std::size_t>(s)].has_response = true;
   }
-  const std::map<std::string, std::string> flip = {{"mode", "decode"},       {"batch", "64"},
-                                                   {"act-dtype", "fp16"},    {"linear", "act"},
-                                                   {"weight-quant", "vllm"}, {"act-quant", "vllm"},
-                                                   {"pow2-scales", "on"},    {"fp8-promotion", "deepgemm"},
-                                                   {"fp8-accum", "hopper"},  {"split-k", "3"},
-                                                   {"k-chunk", "16"},        {"attention", "split-kv:8"},
-                                                   {"attn-block", "4"},      {"attn-p-round", "off"},
-                                                   {"kv-cache", "fp8"},      {"norm", "fused-add"},
-                                                   {"residual", "fp32"},     {"rope-table", "rounded"},
-                                                   {"mlp", "fused"},         {"logits", "bf16"}};
+  const std::map<std::string, std::string> flip = {{"mode", "decode"},
+                                                   {"batch", "64"},
+                                                   {"act-dtype", "fp16"},
+                                                   {"linear", "act"},
+                                                   {"weight-quant", "vllm"},
+                                                   {"act-quant", "vllm"},
+                                                   {"pow2-scales", "on"},
+                                                   {"fp8-promotion", "deepgemm"},
+                                                   {"fp8-accum", "hopper"},
+                                                   {"split-k", "3"},
+                                                   {"k-chunk", "16"},
+                                                   {"attention", "split-kv:8"},
+                                                   {"attn-block", "4"},
+                                                   {"attn-p-round", "off"},
+                                                   {"kv-cache", "fp8"},
+                                                   {"norm", "fused-add"},
+                                                   {"residual", "fp32"},
+                                                   {"rope-table", "rounded"},
+                                                   {"mlp", "fused"},
+                                                   {"logits", "bf16"},
+                                                   {"tp", "2"},
+                                                   {"tp-reduce", "custom-ar"},
+                                                   {"logsoftmax", "gathered"}};
   for (const auto& k : knob_table()) {
     ASSERT_TRUE(flip.count(k.name)) << "no flip value for knob " << k.name;
     PathStyle base = default_training_style();
@@ -128,6 +141,11 @@ TEST(Replay, EveryKnobChangesTheResult) {
     base.fp8_linear = k.name != "split-k" && k.name != "k-chunk";
     if (k.name == "mode" || k.name == "batch") base.split_k = 0;  // M-dependent kernel selection
     if (k.name == "batch") base.mode = SequenceMode::decode;
+    // The tensor-parallel knobs: bf16 linears (a K shard of 384 / tp is not whole 128-wide fp8
+    // blocks). tp-reduce and logsoftmax act with tp > 1: 6 ranks (with 2 the ring and the custom
+    // all-reduce make the same single add).
+    if (k.name == "tp" || knob_needs_tp(k.name)) base.fp8_linear = false;
+    if (knob_needs_tp(k.name)) base.tp = 6;
     ReplayOptions opt;
     opt.recipes = {"bf16"};
     opt.oracle = false;

@@ -47,12 +47,19 @@ class EmulatedOps {
   float round_act(float x) const;  // num::round_act in this path's activation format
   void gemm(const Mat& x, const PreparedLinear& lin, Mat& y, bool out_fp32, bool decode_step) const;
   void rms_norm_row(const float* z_for_var, const float* z, const float* w, int n, float* out) const;
+  // A row-parallel linear (o_proj, down_proj) with style_.tp > 1: each rank's GEMM over its K range
+  // writes an act-dtype partial, then the partials are all-reduced (linear.cpp).
+  void init_tensor_parallel();  // checks tp against the model's dimensions, cuts tp_o_/tp_down_
+  void row_parallel_linear(const Mat& x, const std::vector<PreparedLinear>& ranks, Mat& y,
+                           bool decode_step) const;
 
   const ModelSpec& spec_;
   const PreparedWeights& w_;
   PathStyle style_;
   KvScales kv_scales_;
   std::vector<float> inv_freq_;
+  // With tp > 1: per layer, the o_proj [0] and down_proj [1] weights cut into tp K ranges.
+  std::vector<std::vector<PreparedLinear>> tp_o_, tp_down_;
   mutable QkvObserver* observer_ = nullptr;
 };
 static_assert(ForwardOps<EmulatedOps>);

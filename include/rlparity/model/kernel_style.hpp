@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "rlparity/numerics/all_reduce.hpp"
 #include "rlparity/numerics/gemm.hpp"
 #include "rlparity/numerics/scaling.hpp"
 
@@ -17,6 +18,11 @@ enum class AttentionKind { flash, split_kv };
 enum class KvCacheDtype { bf16, fp8 };
 enum class NormKind { fused_add, unfused };  // vLLM fused_add_rms_norm vs TE/Megatron RMSNorm
 enum class ResidualDtype { act, fp32 };
+// How the partial outputs of the tensor-parallel ranks are all-reduced (numerics/all_reduce.hpp):
+// vllm = vLLM's choice per message (custom all-reduce when it takes the message, the NCCL ring
+// otherwise), custom_ar = always vLLM's custom all-reduce, nccl_ring = always NCCL's ring,
+// nccl_rs = NCCL's ring reduce-scatter over sequence shards (Megatron's sequence parallelism).
+enum class TpReduce { vllm, custom_ar, nccl_ring, nccl_rs };
 
 struct PathStyle {
   std::string name;  // "gen" or "train"
@@ -48,8 +54,20 @@ struct PathStyle {
   bool mlp_fused = false;           // silu(gate)*up in fp32 with one rounding
   bool logits_fp32 = false;         // lm_head output kept fp32 instead of act dtype
 
+  // Tensor parallelism (docs/kernel-paths.md, "Tensor parallelism"): row-parallel linears (o, down)
+  // split K into `tp` contiguous ranges whose act-dtype partials are all-reduced by `tp_reduce`;
+  // vocab_parallel_logsoftmax: the log-softmax reduces per-rank vocabulary shards (Megatron's
+  // vocab_parallel_cross_entropy) instead of the gathered row (vLLM's logits processor).
+  int tp = 1;
+  TpReduce tp_reduce = TpReduce::nccl_ring;
+  bool vocab_parallel_logsoftmax = true;
+
   // True when decoder layer `layer` (0-based) of a model with `num_layers` runs fp8 linears.
   bool layer_is_fp8(int layer, int num_layers) const;
+  // The all-reduce algorithm tp_reduce picks for a message of `bytes` bytes; row_output: the
+  // reduction after a row-parallel linear (nccl_rs reduce-scatters only those; others, like the
+  // log-softmax sums, are all-reduced).
+  num::ReduceAlgo reduce_algo(int64_t bytes, bool row_output) const;
   // GEMM configuration for a linear with M rows of input and K inner dimension.
   num::GemmConfig gemm_config(int m, int k) const;
   // How this path's fp8 linears scale their weights (128x128 blocks) and activations (1x128
@@ -74,5 +92,13 @@ const std::vector<KnobInfo>& knob_table();
 // Sets knob `name` to `value`; InputError naming the knob and the accepted values on failure.
 void set_knob(PathStyle& style, const std::string& name, const std::string& value);
 std::string get_knob(const PathStyle& style, const std::string& name);
+struct ModelSpec;
+// InputError naming the dimension when style.tp does not divide the attention heads or the
+// intermediate size, or neither divides the other with the KV heads (vLLM's rule for replicating
+// them). Checked by the replay plan before any work and by the ops that cut the weights.
+void check_tensor_parallel(const PathStyle& style, const ModelSpec& spec);
+// True for the knobs that act only when the path's tp > 1 (tp-reduce, logsoftmax): a run file
+// records them only then, and knob attribution skips them when both paths run tp 1.
+bool knob_needs_tp(const std::string& name);
 
 }  // namespace rlp

@@ -18,6 +18,7 @@ EmulatedOps::EmulatedOps(const ModelSpec& spec, const PreparedWeights& weights, 
   if (style_.kv_cache == KvCacheDtype::fp8 && kv_scales_.empty())
     RLP_THROW("path '{}' has an fp8 KV cache but no KV scales were calibrated", style_.name);
   for (double f : rope_inv_freq(spec)) inv_freq_.push_back(static_cast<float>(f));
+  if (style_.tp != 1) init_tensor_parallel();
 }
 
 float EmulatedOps::round_act(float x) const { return num::round_act(x, style_.act); }

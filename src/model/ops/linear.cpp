@@ -1,10 +1,14 @@
 // The linear layers (and the LM head's GEMM) on the CPU: the GEMM models of gemm.hpp, the fp8
 // activation quantization and the bias epilogue; the mirror of the kernels' GEMM files
 // (kernels/gemm_exact.cu, gemm_epilogue.cu, lt_gemm.cpp).
+#include <algorithm>
+
 #include "op_grain.hpp"
 #include "rlparity/model/emulated_ops.hpp"
+#include "rlparity/numerics/all_reduce.hpp"
 #include "rlparity/numerics/gemm.hpp"
 #include "rlparity/numerics/quantize.hpp"
+#include "rlparity/util/error.hpp"
 #include "rlparity/util/parallel.hpp"
 
 namespace rlp {
@@ -36,8 +40,110 @@ void EmulatedOps::gemm(const Mat& x, const PreparedLinear& lin, Mat& y, bool out
   }
 }
 
+namespace {
+
+// Columns [k0, k1) of a linear's K: one tensor-parallel rank's shard of a row-parallel weight. The
+// bias goes to rank 0 only, as vLLM's RowParallelLinear.forward passes it to rank 0's GEMM.
+PreparedLinear slice_k(const PreparedLinear& lin, int k0, int k1, bool keep_bias) {
+  PreparedLinear s;
+  s.out = lin.out;
+  s.in = k1 - k0;
+  s.fp8 = lin.fp8;
+  if (keep_bias) s.bias = lin.bias;
+  const auto K = static_cast<std::size_t>(lin.in), w = static_cast<std::size_t>(s.in);
+  if (!lin.fp8) {
+    s.w.resize(static_cast<std::size_t>(lin.out) * w);
+    for (std::size_t r = 0; r < static_cast<std::size_t>(lin.out); ++r)
+      std::copy_n(lin.w.begin() + static_cast<std::ptrdiff_t>(r * K + static_cast<std::size_t>(k0)), w,
+                  s.w.begin() + static_cast<std::ptrdiff_t>(r * w));
+    return s;
+  }
+  const num::Fp8Tensor& q = lin.wq;
+  num::Fp8Tensor& o = s.wq;
+  o.rows = q.rows;
+  o.cols = s.in;
+  o.block_rows = q.block_rows;
+  o.block_cols = q.block_cols;
+  o.kind = q.kind;
+  o.codes.resize(static_cast<std::size_t>(o.rows) * w);
+  for (std::size_t r = 0; r < static_cast<std::size_t>(o.rows); ++r)
+    std::copy_n(q.codes.begin() + static_cast<std::ptrdiff_t>(r * K + static_cast<std::size_t>(k0)), w,
+                o.codes.begin() + static_cast<std::ptrdiff_t>(r * w));
+  const int cb0 = k0 / q.block_cols;
+  for (int rb = 0; rb < o.row_blocks(); ++rb)
+    for (int cb = 0; cb < o.col_blocks(); ++cb)
+      o.scale_inv.push_back(
+          q.scale_inv[static_cast<std::size_t>(rb) * static_cast<std::size_t>(q.col_blocks()) +
+                      static_cast<std::size_t>(cb0 + cb)]);
+  return s;
+}
+
+}  // namespace
+
+void EmulatedOps::init_tensor_parallel() {
+  const int tp = style_.tp;
+  check_tensor_parallel(style_, spec_);
+  // Column-parallel projections need no change: each output column is the same dot product on
+  // whichever rank owns it. Row-parallel ones are cut along K here.
+  auto cut = [&](Proj p, const char* dim) {
+    std::vector<std::vector<PreparedLinear>> out;
+    for (const auto& layer : w_.layers) {
+      const PreparedLinear& lin = layer[p];
+      const int kr = lin.in / tp;
+      if (lin.fp8 && kr % lin.wq.block_cols != 0)
+        RLP_THROW_INPUT(
+            "path '{}': tp {} cuts the {} ({}) into {}-wide shards, not whole {}-wide fp8 "
+            "weight blocks (vLLM's block-fp8 linears refuse such a partition too)",
+            style_.name, tp, dim, lin.in, kr, lin.wq.block_cols);
+      std::vector<PreparedLinear> ranks;
+      for (int r = 0; r < tp; ++r) ranks.push_back(slice_k(lin, r * kr, (r + 1) * kr, r == 0));
+      out.push_back(std::move(ranks));
+    }
+    return out;
+  };
+  tp_o_ = cut(Proj::o, "attention width (heads x head_dim)");
+  tp_down_ = cut(Proj::down, "intermediate size");
+}
+
 void EmulatedOps::linear(const Mat& x, int layer, Proj p, Mat& y, bool decode_step) const {
-  gemm(x, w_.layers[static_cast<std::size_t>(layer)][p], y, false, decode_step);
+  const auto l = static_cast<std::size_t>(layer);
+  if (style_.tp != 1 && (p == Proj::o || p == Proj::down)) {
+    row_parallel_linear(x, (p == Proj::o ? tp_o_ : tp_down_)[l], y, decode_step);
+    return;
+  }
+  gemm(x, w_.layers[l][p], y, false, decode_step);
+}
+
+void EmulatedOps::row_parallel_linear(const Mat& x, const std::vector<PreparedLinear>& ranks, Mat& y,
+                                      bool decode_step) const {
+  const int tp = static_cast<int>(ranks.size());
+  const int n = static_cast<int>(x.rows()), N = ranks[0].out;
+  // Each rank's GEMM on its K range, with its own kernel selection (split-K of K / tp).
+  std::vector<Mat> part(static_cast<std::size_t>(tp));
+  Mat xs;
+  for (int r = 0, k0 = 0; r < tp; k0 += ranks[static_cast<std::size_t>(r)].in, ++r) {
+    xs = x.middleCols(k0, ranks[static_cast<std::size_t>(r)].in);
+    gemm(xs, ranks[static_cast<std::size_t>(r)], part[static_cast<std::size_t>(r)], false, decode_step);
+  }
+  // The all-reduce of the act-dtype partials. The message is the call's rows, or during decode one
+  // step of the engine's decode batch with this row first (so that grouping rows changes nothing).
+  const num::OutRound fmt = style_.act == ActDtype::bf16 ? num::OutRound::bf16 : num::OutRound::fp16;
+  const int elem_bytes = 2;
+  const int64_t count = static_cast<int64_t>(decode_step ? style_.batch : n) * N;
+  const int64_t bytes = count * elem_bytes;
+  const num::ReduceAlgo algo = style_.reduce_algo(bytes, true);
+  y.resize(n, N);
+  parallel_for(static_cast<std::size_t>(n), kRowGrain, [&](std::size_t r0, std::size_t r1) {
+    std::vector<float> vals(static_cast<std::size_t>(tp));
+    for (auto r = static_cast<Eigen::Index>(r0); r < static_cast<Eigen::Index>(r1); ++r)
+      for (int c = 0; c < N; ++c) {
+        for (int q = 0; q < tp; ++q)
+          vals[static_cast<std::size_t>(q)] = part[static_cast<std::size_t>(q)](r, c);
+        const int64_t idx = decode_step ? c : static_cast<int64_t>(r) * N + c;
+        const int owner = num::reduce_owner(algo, idx, count, tp, elem_bytes);
+        y(r, c) = num::all_reduce_element(algo, vals.data(), tp, owner, fmt);
+      }
+  });
 }
 
 }  // namespace rlp
