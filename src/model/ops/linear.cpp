@@ -127,7 +127,7 @@ void EmulatedOps::row_parallel_linear(const Mat& x, const std::vector<PreparedLi
   }
   // The all-reduce of the act-dtype partials. The message is the call's rows, or during decode one
   // step of the engine's decode batch with this row first (so that grouping rows changes nothing).
-  const num::OutRound fmt = style_.act == ActDtype::bf16 ? num::OutRound::bf16 : num::OutRound::fp16;
+  const num::OutRound fmt = num::out_round_of(style_.act);
   const int elem_bytes = 2;
   const int64_t count = static_cast<int64_t>(decode_step ? style_.batch : n) * N;
   const int64_t bytes = count * elem_bytes;
