@@ -33,14 +33,10 @@ std::optional<double> summary_value(const RecipeResult& r, const std::string& st
 
 double badness(Direction d, double x) {
   switch (d) {
-    case Direction::higher_is_better:
-      return -x;
-    case Direction::closer_to_zero:
-      return std::fabs(x);
-    case Direction::closer_to_one:
-      return std::fabs(x - 1.0);
-    case Direction::lower_is_better:
-      break;
+    case Direction::higher_is_better: return -x;
+    case Direction::closer_to_zero: return std::fabs(x);
+    case Direction::closer_to_one: return std::fabs(x - 1.0);
+    case Direction::lower_is_better: break;
   }
   return x;
 }

@@ -107,32 +107,15 @@ std::string xml_escape(const std::string& s) {
   for (char ch : s) {
     const auto u = static_cast<unsigned char>(ch);
     switch (ch) {
-      case '&':
-        o += "&amp;";
-        break;
-      case '<':
-        o += "&lt;";
-        break;
-      case '>':
-        o += "&gt;";
-        break;
-      case '"':
-        o += "&quot;";
-        break;
-      case '\'':
-        o += "&apos;";
-        break;
-      case '\n':
-        o += "&#10;";
-        break;
-      case '\r':
-        o += "&#13;";
-        break;
-      case '\t':
-        o += "&#9;";
-        break;
-      default:
-        o += (u < 0x20 || u == 0x7f) ? '?' : ch;
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      case '\'': o += "&apos;"; break;
+      case '\n': o += "&#10;"; break;
+      case '\r': o += "&#13;"; break;
+      case '\t': o += "&#9;"; break;
+      default: o += (u < 0x20 || u == 0x7f) ? '?' : ch;
     }
   }
   return o;

@@ -110,12 +110,9 @@ template <ScaleConvention C>
 BlockKernel pick_kernel_for(bool general, TeValues r, bool count, bool flush) {
   if (general) {
     switch (r) {
-      case TeValues::none:
-        return &block_kernel<C, true, TeValues::none, true, true>;
-      case TeValues::store:
-        return &block_kernel<C, true, TeValues::store, true, true>;
-      case TeValues::compare:
-        return &block_kernel<C, true, TeValues::compare, true, true>;
+      case TeValues::none: return &block_kernel<C, true, TeValues::none, true, true>;
+      case TeValues::store: return &block_kernel<C, true, TeValues::store, true, true>;
+      case TeValues::compare: return &block_kernel<C, true, TeValues::compare, true, true>;
     }
   }
   const int k = (count ? 2 : 0) + (flush ? 1 : 0);
@@ -137,10 +134,8 @@ BlockKernel pick_kernel_for(bool general, TeValues r, bool count, bool flush) {
 }
 BlockKernel pick_kernel(ScaleConvention c, bool general, TeValues r, bool count, bool flush) {
   switch (c) {
-    case ScaleConvention::te:
-      return pick_kernel_for<ScaleConvention::te>(general, r, count, flush);
-    case ScaleConvention::vllm:
-      return pick_kernel_for<ScaleConvention::vllm>(general, r, count, flush);
+    case ScaleConvention::te: return pick_kernel_for<ScaleConvention::te>(general, r, count, flush);
+    case ScaleConvention::vllm: return pick_kernel_for<ScaleConvention::vllm>(general, r, count, flush);
     case ScaleConvention::deepgemm:
       return pick_kernel_for<ScaleConvention::deepgemm>(general, r, count, flush);
     case ScaleConvention::nemo_refit:
@@ -191,9 +186,7 @@ bool same_block(const BlockScale& a, bool a_mul, const BlockScale& b, bool b_mul
 // Converts n elements of `dtype` to float.
 inline void load_as_float(const uint8_t* p, DType dtype, size_t n, float* out) {
   switch (dtype) {
-    case DType::fp32:
-      std::memcpy(out, p, 4 * n);
-      break;
+    case DType::fp32: std::memcpy(out, p, 4 * n); break;
     case DType::bf16:
       for (size_t i = 0; i < n; ++i) {
         uint16_t b;

@@ -26,12 +26,9 @@ std::string cell(const RecipeResult& r, const MetricInfo& m) {
   const double v = it->second;
   if (std::isnan(v)) return "nan";
   switch (m.format) {
-    case MetricFormat::count:
-      return fmt::format("{:.0f}", v);
-    case MetricFormat::scientific:
-      return fmt::format("{:.3e}", v);
-    case MetricFormat::fixed4:
-      return fmt::format("{:.4f}", v);
+    case MetricFormat::count: return fmt::format("{:.0f}", v);
+    case MetricFormat::scientific: return fmt::format("{:.3e}", v);
+    case MetricFormat::fixed4: return fmt::format("{:.4f}", v);
   }
   return "-";
 }

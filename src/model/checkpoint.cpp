@@ -30,12 +30,9 @@ namespace fs = std::filesystem;
 // ---- dtype and TensorView ----------------------------------------------------------------------
 const char* dtype_name(DType d) {
   switch (d) {
-    case DType::fp32:
-      return "F32";
-    case DType::bf16:
-      return "BF16";
-    case DType::fp16:
-      return "F16";
+    case DType::fp32: return "F32";
+    case DType::bf16: return "BF16";
+    case DType::fp16: return "F16";
   }
   return "?";
 }
@@ -69,12 +66,9 @@ inline uint64_t load64(const uint8_t* p) {
 float TensorView::at(int64_t i) const {
   const auto k = static_cast<std::size_t>(i);
   switch (dtype) {
-    case DType::fp32:
-      return num::bits_f32(load32(data + 4 * k));
-    case DType::bf16:
-      return num::bf16_bits_to_float(load16(data + 2 * k));
-    case DType::fp16:
-      return num::fp16_bits_to_float(load16(data + 2 * k));
+    case DType::fp32: return num::bits_f32(load32(data + 4 * k));
+    case DType::bf16: return num::bf16_bits_to_float(load16(data + 2 * k));
+    case DType::fp16: return num::fp16_bits_to_float(load16(data + 2 * k));
   }
   return 0.0f;
 }
@@ -82,9 +76,7 @@ float TensorView::at(int64_t i) const {
 void TensorView::to_float(float* out) const {
   const auto n = static_cast<std::size_t>(numel());
   switch (dtype) {
-    case DType::fp32:
-      std::memcpy(out, data, 4 * n);
-      break;
+    case DType::fp32: std::memcpy(out, data, 4 * n); break;
     case DType::bf16:
       for (std::size_t i = 0; i < n; ++i) out[i] = num::bf16_bits_to_float(load16(data + 2 * i));
       break;
@@ -161,12 +153,9 @@ uint64_t xxh64(const void* data, std::size_t n, uint64_t seed) {
 namespace {
 bool is_nonfinite(const uint8_t* p, DType d) {
   switch (d) {
-    case DType::fp32:
-      return (load32(p) & 0x7F800000u) == 0x7F800000u;
-    case DType::bf16:
-      return (load16(p) & 0x7F80u) == 0x7F80u;
-    case DType::fp16:
-      return (load16(p) & 0x7C00u) == 0x7C00u;
+    case DType::fp32: return (load32(p) & 0x7F800000u) == 0x7F800000u;
+    case DType::bf16: return (load16(p) & 0x7F80u) == 0x7F80u;
+    case DType::fp16: return (load16(p) & 0x7C00u) == 0x7C00u;
   }
   return false;
 }

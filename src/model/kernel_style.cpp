@@ -47,15 +47,13 @@ num::GemmConfig PathStyle::gemm_config(int m, int k) const {
 
 num::ReduceAlgo PathStyle::reduce_algo(int64_t bytes, bool row_output) const {
   switch (tp_reduce) {
-    case TpReduce::custom_ar:
-      return num::custom_ar_stage(bytes, tp);
+    case TpReduce::custom_ar: return num::custom_ar_stage(bytes, tp);
     case TpReduce::vllm:
       return num::vllm_uses_custom_ar(bytes, tp) ? num::custom_ar_stage(bytes, tp)
                                                  : num::ReduceAlgo::nccl_ring;
     case TpReduce::nccl_rs:
       return row_output ? num::ReduceAlgo::nccl_reduce_scatter : num::ReduceAlgo::nccl_ring;
-    case TpReduce::nccl_ring:
-      break;
+    case TpReduce::nccl_ring: break;
   }
   return num::ReduceAlgo::nccl_ring;
 }

@@ -80,14 +80,10 @@ int get_token(const json& c, const std::string& src, const char* key) {
 
 const char* expected_model_type(Arch a) {
   switch (a) {
-    case Arch::llama:
-      return "llama";
-    case Arch::qwen2:
-      return "qwen2";
-    case Arch::qwen3:
-      return "qwen3";
-    case Arch::mistral:
-      return "mistral";
+    case Arch::llama: return "llama";
+    case Arch::qwen2: return "qwen2";
+    case Arch::qwen3: return "qwen3";
+    case Arch::mistral: return "mistral";
   }
   return "";
 }

@@ -10,20 +10,13 @@ namespace rlp {
 
 const char* proj_tensor_suffix(Proj p) {
   switch (p) {
-    case Proj::q:
-      return "self_attn.q_proj";
-    case Proj::k:
-      return "self_attn.k_proj";
-    case Proj::v:
-      return "self_attn.v_proj";
-    case Proj::o:
-      return "self_attn.o_proj";
-    case Proj::gate:
-      return "mlp.gate_proj";
-    case Proj::up:
-      return "mlp.up_proj";
-    case Proj::down:
-      return "mlp.down_proj";
+    case Proj::q: return "self_attn.q_proj";
+    case Proj::k: return "self_attn.k_proj";
+    case Proj::v: return "self_attn.v_proj";
+    case Proj::o: return "self_attn.o_proj";
+    case Proj::gate: return "mlp.gate_proj";
+    case Proj::up: return "mlp.up_proj";
+    case Proj::down: return "mlp.down_proj";
   }
   return "?";
 }

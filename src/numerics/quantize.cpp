@@ -49,14 +49,10 @@ RowFn pick_kind(Fp8Kind k) {
 
 RowFn pick_row_fn(const ScaleOptions& o) {
   switch (o.convention) {
-    case ScaleConvention::te:
-      return pick_kind<ScaleConvention::te>(o.kind);
-    case ScaleConvention::vllm:
-      return pick_kind<ScaleConvention::vllm>(o.kind);
-    case ScaleConvention::deepgemm:
-      return pick_kind<ScaleConvention::deepgemm>(o.kind);
-    case ScaleConvention::nemo_refit:
-      return pick_kind<ScaleConvention::nemo_refit>(o.kind);
+    case ScaleConvention::te: return pick_kind<ScaleConvention::te>(o.kind);
+    case ScaleConvention::vllm: return pick_kind<ScaleConvention::vllm>(o.kind);
+    case ScaleConvention::deepgemm: return pick_kind<ScaleConvention::deepgemm>(o.kind);
+    case ScaleConvention::nemo_refit: return pick_kind<ScaleConvention::nemo_refit>(o.kind);
   }
   return pick_kind<ScaleConvention::te>(o.kind);
 }

@@ -117,25 +117,16 @@ bool decode_png(const std::string& data, Image& img, std::string& why) {
       const int a = x >= bpp ? cur[x - bpp] : 0, b = prev[x], c = x >= bpp ? prev[x - bpp] : 0;
       int p = 0;
       switch (f) {
-        case 0:
-          p = 0;
-          break;
-        case 1:
-          p = a;
-          break;
-        case 2:
-          p = b;
-          break;
-        case 3:
-          p = (a + b) / 2;
-          break;
+        case 0: p = 0; break;
+        case 1: p = a; break;
+        case 2: p = b; break;
+        case 3: p = (a + b) / 2; break;
         case 4: {
           const int q = a + b - c, pa = std::abs(q - a), pb = std::abs(q - b), pc = std::abs(q - c);
           p = (pa <= pb && pa <= pc) ? a : (pb <= pc ? b : c);
           break;
         }
-        default:
-          return why = "bad filter", false;
+        default: return why = "bad filter", false;
       }
       cur[x] = static_cast<uint8_t>(line[x] + p);
     }

@@ -87,18 +87,12 @@ int kind(double v) { return std::isnan(v) ? 1 : (std::isinf(v) ? (v > 0 ? 2 : 3)
 
 const char* fmt_name(Fmt f) {
   switch (f) {
-    case Fmt::f32:
-      return "f32";
-    case Fmt::f64:
-      return "f64";
-    case Fmt::bf16:
-      return "bf16";
-    case Fmt::fp16:
-      return "fp16";
-    case Fmt::e4m3:
-      return "e4m3";
-    case Fmt::e5m2:
-      return "e5m2";
+    case Fmt::f32: return "f32";
+    case Fmt::f64: return "f64";
+    case Fmt::bf16: return "bf16";
+    case Fmt::fp16: return "fp16";
+    case Fmt::e4m3: return "e4m3";
+    case Fmt::e5m2: return "e5m2";
   }
   return "?";
 }

@@ -198,9 +198,7 @@ uint8_t random_code(std::mt19937& rng, Fp8Kind k, Spread s, bool specials) {
         const auto code = static_cast<uint8_t>(u32(rng) & 0xFFu);
         if (!is_nan_or_inf(code, k)) return code;
       }
-    case Spread::close:
-      ef = static_cast<uint32_t>(bias - 1) + u32(rng) % 3;
-      break;
+    case Spread::close: ef = static_cast<uint32_t>(bias - 1) + u32(rng) % 3; break;
     case Spread::outliers: {
       const uint32_t r = u32(rng) % 32;
       ef = r < 2 ? 0u
@@ -221,16 +219,11 @@ uint8_t random_code(std::mt19937& rng, Fp8Kind k, Spread s, bool specials) {
 float random_c(std::mt19937& rng) {
   const uint32_t sign = (u32(rng) & 1u) << 31, mant = u32(rng) & 0x7FFFFFu;
   switch (u32(rng) % 8) {
-    case 0:
-      return 0.0f;
-    case 1:
-      return bits_f32(sign);  // +-0
-    case 2:
-      return bits_f32(sign | mant);  // fp32 subnormal
-    case 3:
-      return bits_f32(sign | ((1u + u32(rng) % 254u) << 23) | mant);  // any normal exponent
-    default:
-      return bits_f32(sign | ((112u + u32(rng) % 30u) << 23) | (mant & ~0x3FFu));  // 2^-15 .. 2^14
+    case 0: return 0.0f;
+    case 1: return bits_f32(sign);                                          // +-0
+    case 2: return bits_f32(sign | mant);                                   // fp32 subnormal
+    case 3: return bits_f32(sign | ((1u + u32(rng) % 254u) << 23) | mant);  // any normal exponent
+    default: return bits_f32(sign | ((112u + u32(rng) % 30u) << 23) | (mant & ~0x3FFu));  // 2^-15 .. 2^14
   }
 }
 

@@ -43,16 +43,11 @@ RLP_HD constexpr OutRound out_round_of(Half16 v) { return static_cast<OutRound>(
 // The format's name as the CLI, the knob table and the run files spell it.
 RLP_HD constexpr const char* format_name(Format f) {
   switch (f) {
-    case Format::fp32:
-      return "fp32";
-    case Format::bf16:
-      return "bf16";
-    case Format::fp16:
-      return "fp16";
-    case Format::e4m3:
-      return "e4m3";
-    case Format::e5m2:
-      return "e5m2";
+    case Format::fp32: return "fp32";
+    case Format::bf16: return "bf16";
+    case Format::fp16: return "fp16";
+    case Format::e4m3: return "e4m3";
+    case Format::e5m2: return "e5m2";
   }
   return "?";
 }
@@ -196,14 +191,10 @@ RLP_HD float round_e4m3_sat(float x) {
 // casts do (__NV_SATFINITE).
 RLP_HD float round_to(float x, Format f) {
   switch (f) {
-    case Format::fp32:
-      return x;
-    case Format::bf16:
-      return round_bf16(x);
-    case Format::fp16:
-      return round_fp16(x);
-    case Format::e4m3:
-      return round_e4m3_sat(x);
+    case Format::fp32: return x;
+    case Format::bf16: return round_bf16(x);
+    case Format::fp16: return round_fp16(x);
+    case Format::e4m3: return round_e4m3_sat(x);
     case Format::e5m2:
       return fp8_to_float(float_to_fp8(x, Fp8Kind::e5m2, Saturation::satfinite), Fp8Kind::e5m2);
   }

@@ -44,13 +44,10 @@ RLP_HD constexpr float fp8_max_value(Fp8Kind k) { return k == Fp8Kind::e4m3 ? kE
 
 RLP_HD float default_eps(ScaleConvention c) {
   switch (c) {
-    case ScaleConvention::vllm:
-      return 1e-10f;
-    case ScaleConvention::deepgemm:
-      return 1e-4f;
+    case ScaleConvention::vllm: return 1e-10f;
+    case ScaleConvention::deepgemm: return 1e-4f;
     case ScaleConvention::te:
-    case ScaleConvention::nemo_refit:
-      break;
+    case ScaleConvention::nemo_refit: break;
   }
   return 0.0f;
 }

@@ -109,18 +109,10 @@ void accumulate_pv(const float* const* p, const HostMat& V, int col0, int hd, in
 template <template <int> class F, typename... A>
 void call_with_lane_count(int nl, A&&... a) {
   switch (nl) {
-    case 1:
-      F<1>::run(a...);
-      break;
-    case 2:
-      F<2>::run(a...);
-      break;
-    case 3:
-      F<3>::run(a...);
-      break;
-    default:
-      F<4>::run(a...);
-      break;
+    case 1: F<1>::run(a...); break;
+    case 2: F<2>::run(a...); break;
+    case 3: F<3>::run(a...); break;
+    default: F<4>::run(a...); break;
   }
 }
 template <int L>
@@ -309,8 +301,7 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
           for (int j = 0; j < nk; ++j) l += pl[j];
           // One switch per block, not per element: the loops stay vectorizable.
           switch (p_format) {
-            case num::Format::fp32:
-              break;
+            case num::Format::fp32: break;
             case num::Format::bf16:
               for (int j = 0; j < nk; ++j) pl[j] = num::round_bf16(pl[j]);
               break;
