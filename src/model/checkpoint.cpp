@@ -263,6 +263,14 @@ struct Checkpoint::Impl {
   std::map<std::string, TensorView> tensors;
   std::string hash;
   std::vector<std::string> unused;
+  // Names served by another stored tensor: a tied checkpoint that stores the shared matrix only as
+  // lm_head.weight serves model.embed_tokens.weight from it.
+  std::map<std::string, std::string> aliases;
+  const TensorView* find(const std::string& name) const {
+    auto a = aliases.find(name);
+    auto it = tensors.find(a == aliases.end() ? name : a->second);
+    return it == tensors.end() ? nullptr : &it->second;
+  }
 };
 
 Checkpoint::Checkpoint(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -272,11 +280,11 @@ Checkpoint::~Checkpoint() = default;
 
 const std::string& Checkpoint::dir() const { return impl_->dir; }
 const ModelSpec& Checkpoint::spec() const { return impl_->spec; }
-bool Checkpoint::has(const std::string& name) const { return impl_->tensors.count(name) != 0; }
+bool Checkpoint::has(const std::string& name) const { return impl_->find(name) != nullptr; }
 const TensorView& Checkpoint::tensor(const std::string& name) const {
-  auto it = impl_->tensors.find(name);
-  if (it == impl_->tensors.end()) RLP_THROW_INPUT("{}: checkpoint has no tensor '{}'", impl_->dir, name);
-  return it->second;
+  const TensorView* t = impl_->find(name);
+  if (!t) RLP_THROW_INPUT("{}: checkpoint has no tensor '{}'", impl_->dir, name);
+  return *t;
 }
 const std::map<std::string, TensorView>& Checkpoint::tensors() const { return impl_->tensors; }
 const std::string& Checkpoint::content_hash() const { return impl_->hash; }
@@ -296,6 +304,18 @@ Checkpoint Checkpoint::open(const std::string& dir_in, const CheckpointOptions& 
   const fs::path config_path = dir / "config.json";
   const std::string config_text = read_text_file(config_path, 16ull << 20, "config.json");
   impl->spec = parse_model_spec(parse_json_file(config_text, config_path), config_path.string());
+  // generation_config.json's eos_token_id (an int or a list) also ends sampling, as in transformers'
+  // generate() and vLLM; its bytes join the content hash.
+  const fs::path gen_config_path = dir / "generation_config.json";
+  std::string gen_config_text;
+  if (fs::exists(gen_config_path, ec)) {
+    gen_config_text = read_text_file(gen_config_path, 16ull << 20, "generation_config.json");
+    for (int t : parse_token_ids(parse_json_file(gen_config_text, gen_config_path), gen_config_path.string(),
+                                 "eos_token_id")) {
+      std::vector<int>& stop = impl->spec.stop_tokens;
+      if (std::find(stop.begin(), stop.end(), t) == stop.end()) stop.push_back(t);
+    }
+  }
   const ModelSpec& spec = impl->spec;
 
   // Weight files.
@@ -385,12 +405,35 @@ Checkpoint Checkpoint::open(const std::string& dir_in, const CheckpointOptions& 
                       file, tname);
   }
 
+  // Tied embeddings: transformers ties lm_head to the input embedding on load (PreTrainedModel
+  // tie_weights), so the shared matrix may be stored under either name, or under both when equal.
+  std::set<std::string> required_names;
+  if (spec.tied_embeddings) {
+    const std::string embed = "model.embed_tokens.weight", head = "lm_head.weight";
+    auto e = impl->tensors.find(embed), h = impl->tensors.find(head);
+    if (e == impl->tensors.end() && h != impl->tensors.end()) {
+      impl->aliases[embed] = head;
+      required_names.insert(head);
+    } else if (e != impl->tensors.end() && h != impl->tensors.end()) {
+      const TensorView &a = e->second, &b = h->second;
+      if (a.shape == b.shape) {
+        if (a.dtype != b.dtype || std::memcmp(a.data, b.data, a.nbytes) != 0)
+          RLP_THROW_INPUT(
+              "{}: the embeddings are tied (tie_word_embeddings) but '{}' ({}) and '{}' ({}) hold different "
+              "values (or dtypes); set tie_word_embeddings to false, or store one of them",
+              config_path.string(), embed, a.file, head, b.file);
+        required_names.insert(head);
+      }
+      // (a different shape or dtype is reported below, by name)
+    }
+  }
+
   // The architecture's tensors, by name and shape.
   const std::vector<Required> req = required_tensors(spec);
-  std::set<std::string> required_names;
   for (const auto& r : req) {
     required_names.insert(r.name);
-    auto it = impl->tensors.find(r.name);
+    auto a = impl->aliases.find(r.name);
+    auto it = impl->tensors.find(a == impl->aliases.end() ? r.name : a->second);
     if (it == impl->tensors.end()) {
       auto ef = expected_file.find(r.name);
       const std::string where = has_single ? single.string()
@@ -449,7 +492,7 @@ Checkpoint Checkpoint::open(const std::string& dir_in, const CheckpointOptions& 
       unit_hash[i] = xxh64_impl(p, u.len, 0);
     }
   });
-  std::string record = config_text;
+  std::string record = config_text + gen_config_text;
   auto put64 = [&](uint64_t x) {
     for (int k = 0; k < 8; ++k) record.push_back(static_cast<char>((x >> (8 * k)) & 0xFF));
   };

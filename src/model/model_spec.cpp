@@ -67,16 +67,29 @@ bool get_bool(const json& c, const std::string& src, const char* key, bool dflt)
   return v.get<bool>();
 }
 
-// bos/eos: an int, a list of ints (the first is taken), null or absent (-1).
-int get_token(const json& c, const std::string& src, const char* key) {
-  if (!present(c, key)) return -1;
+}  // namespace
+
+// bos/eos: an int, a list of ints (Llama 3 lists several stop ids), null or absent (empty).
+std::vector<int> parse_token_ids(const json& c, const std::string& src, const char* key) {
+  std::vector<int> ids;
+  if (!present(c, key)) return ids;
   const json& v = c.at(key);
-  if (v.is_array() && v.empty()) return -1;
-  const int64_t t = v.is_array() ? as_int(v.at(0), src, std::string(key) + "[0]") : as_int(v, src, key);
-  if (t < 0 || t > std::numeric_limits<int>::max())
-    RLP_THROW_INPUT("{}: key '{}': token id {} out of range", src, key, t);
-  return static_cast<int>(t);
+  auto one = [&](const json& x, const std::string& where) {
+    const int64_t t = as_int(x, src, where);
+    if (t < 0 || t > std::numeric_limits<int>::max())
+      RLP_THROW_INPUT("{}: key '{}': token id {} out of range", src, where, t);
+    ids.push_back(static_cast<int>(t));
+  };
+  if (v.is_array())
+    for (std::size_t i = 0; i < v.size(); ++i) one(v.at(i), fmt::format("{}[{}]", key, i));
+  else
+    one(v, key);
+  return ids;
 }
+
+namespace {
+
+int first_token(const std::vector<int>& ids) { return ids.empty() ? -1 : ids.front(); }
 
 const char* expected_model_type(Arch a) {
   switch (a) {
@@ -246,9 +259,13 @@ ModelSpec parse_model_spec(const nlohmann::json& c, const std::string& src) {
     }
   }
 
+  // Absent: false, the default of every supported config class (transformers LlamaConfig,
+  // Qwen2Config, Qwen3Config: `tie_word_embeddings: bool = False`; MistralConfig.__init__:
+  // `tie_word_embeddings=False`; models/<arch>/configuration_<arch>.py).
   s.tied_embeddings = get_bool(c, src, "tie_word_embeddings", false);
-  s.bos_token = get_token(c, src, "bos_token_id");
-  s.eos_token = get_token(c, src, "eos_token_id");
+  s.bos_token = first_token(parse_token_ids(c, src, "bos_token_id"));
+  s.stop_tokens = parse_token_ids(c, src, "eos_token_id");
+  s.eos_token = first_token(s.stop_tokens);
   return s;
 }
 
@@ -266,7 +283,7 @@ nlohmann::json ModelSpec::to_json() const {
           {"head_dim", head_dim},   {"vocab", vocab},           {"max_positions", max_positions},
           {"rms_eps", rms_eps},     {"rope_theta", rope_theta}, {"rope_scaling", rope},
           {"qkv_bias", qkv_bias},   {"qk_norm", qk_norm},       {"tied_embeddings", tied_embeddings},
-          {"bos_token", bos_token}, {"eos_token", eos_token}};
+          {"bos_token", bos_token}, {"eos_token", eos_token},   {"stop_tokens", stop_tokens}};
 }
 
 std::string layer_tensor_name(int layer, const std::string& suffix) {

@@ -74,7 +74,9 @@ std::vector<int32_t> sample_response(const EmulatedOps& ops, const std::vector<i
     const int32_t t = sample_token(lp.row(lp.rows() - 1).data(), spec.vocab, opt.temperature, rng);
     response.push_back(t);
     tokens.push_back(t);
-    if (t == spec.eos_token || step + 1 == max_new) break;
+    const bool stop =
+        std::find(spec.stop_tokens.begin(), spec.stop_tokens.end(), t) != spec.stop_tokens.end();
+    if (stop || step + 1 == max_new) break;
     const int pos = static_cast<int>(tokens.size()) - 1;
     forward_decode(ops, {&cache}, &tokens.back(), &pos, lp);
   }

@@ -345,19 +345,89 @@ TEST(Checkpoint, UnusedTensorsAreListed) {
   rewrite(o.out, [](std::vector<rlp::TensorData>& ts) {
     ts.push_back(
         rlp::make_tensor("model.layers.0.self_attn.rotary_emb.inv_freq", DType::fp32, {4}, {1, 2, 3, 4}));
-    ts.push_back(
-        rlp::make_tensor("lm_head.weight", DType::fp32, {64, 32}, std::vector<float>(64 * 32, 0.5f)));
   });
   const Checkpoint c = Checkpoint::open(o.out);
-  EXPECT_EQ(c.unused_tensors(),
-            (std::vector<std::string>{"lm_head.weight", "model.layers.0.self_attn.rotary_emb.inv_freq"}));
+  EXPECT_EQ(c.unused_tensors(), (std::vector<std::string>{"model.layers.0.self_attn.rotary_emb.inv_freq"}));
   // Tied, but lm_head present with the wrong shape: refused.
   rewrite(o.out, [](std::vector<rlp::TensorData>& ts) {
-    for (auto& t : ts)
-      if (t.name == "lm_head.weight")
-        t = rlp::make_tensor("lm_head.weight", DType::fp32, {32, 64}, std::vector<float>(64 * 32, 0.5f));
+    ts.push_back(
+        rlp::make_tensor("lm_head.weight", DType::fp32, {32, 64}, std::vector<float>(64 * 32, 0.5f)));
   });
   expect_input_error([&] { Checkpoint::open(o.out); }, {"model.safetensors", "lm_head.weight", "[32, 64]"});
+}
+
+// A tied checkpoint may store the shared matrix as lm_head.weight only, as embed_tokens only, or as
+// both when they are equal (transformers ties them on load); two different matrices are refused.
+TEST(Checkpoint, TiedEmbeddingStoredUnderEitherName) {
+  TempDir tmp;
+  auto o = small("llama", (tmp / "a").string());
+  o.tied = true;
+  rlp::write_random_checkpoint(o);
+  const std::string embed = "model.embed_tokens.weight", head = "lm_head.weight";
+  std::string embed_bytes;
+  {
+    const Checkpoint c = Checkpoint::open(o.out);
+    const rlp::TensorView& t = c.tensor(embed);
+    embed_bytes.assign(reinterpret_cast<const char*>(t.data), t.nbytes);
+    EXPECT_FALSE(c.has(head));
+  }
+  // lm_head.weight only (the TinyStories-656K layout): embed_tokens is served from it.
+  rewrite(o.out, [&](std::vector<rlp::TensorData>& ts) {
+    for (auto& t : ts)
+      if (t.name == embed) t.name = head;
+  });
+  {
+    const Checkpoint c = Checkpoint::open(o.out);
+    ASSERT_TRUE(c.has(embed));
+    const rlp::TensorView& t = c.tensor(embed);
+    EXPECT_EQ(t.name, head);
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(t.data), t.nbytes), embed_bytes);
+    EXPECT_TRUE(c.unused_tensors().empty());
+    EXPECT_EQ(c.tensors().count(embed), 0u);  // an alias, not a second stored tensor
+  }
+  // Both, equal: accepted, neither unused.
+  rewrite(o.out, [&](std::vector<rlp::TensorData>& ts) {
+    rlp::TensorData copy = ts.front();
+    for (const auto& t : ts)
+      if (t.name == head) copy = t;
+    copy.name = embed;
+    ts.push_back(copy);
+  });
+  {
+    const Checkpoint c = Checkpoint::open(o.out);
+    EXPECT_TRUE(c.unused_tensors().empty());
+    EXPECT_EQ(c.tensor(embed).name, embed);
+  }
+  // Both, one value different: refused, naming both tensors.
+  std::vector<rlp::TensorData> equal;
+  rewrite(o.out, [&](std::vector<rlp::TensorData>& ts) {
+    equal = ts;
+    for (auto& t : ts)
+      if (t.name == head) t.bytes[5] ^= 0x01;
+  });
+  expect_input_error([&] { Checkpoint::open(o.out); }, {embed, head, "tie_word_embeddings", "different"});
+  // Neither: the embedding is named as missing.
+  std::erase_if(equal, [&](const rlp::TensorData& t) { return t.name == embed || t.name == head; });
+  rlp::write_safetensors(o.out + "/model.safetensors", equal);
+  expect_input_error([&] { Checkpoint::open(o.out); }, {embed, "missing"});
+}
+
+// generation_config.json's eos ids join config.json's as stop ids (in that order, without repeats);
+// a malformed one is refused by name.
+TEST(Checkpoint, GenerationConfigStopTokens) {
+  TempDir tmp;
+  auto o = small("llama", (tmp / "a").string());
+  rlp::write_random_checkpoint(o);
+  const std::string hash_before = Checkpoint::open(o.out).content_hash();
+  write_file(tmp / "a" / "generation_config.json", R"({"eos_token_id": [7, 2, 9], "temperature": 0.6})");
+  const Checkpoint c = Checkpoint::open(o.out);
+  EXPECT_EQ(c.spec().eos_token, 2);
+  EXPECT_EQ(c.spec().stop_tokens, (std::vector<int>{2, 7, 9}));
+  EXPECT_NE(c.content_hash(), hash_before);
+  write_file(tmp / "a" / "generation_config.json", R"({"eos_token_id": "two"})");
+  expect_input_error([&] { Checkpoint::open(o.out); }, {"generation_config.json", "eos_token_id"});
+  write_file(tmp / "a" / "generation_config.json", R"({"eos_token_id": [1, -3]})");
+  expect_input_error([&] { Checkpoint::open(o.out); }, {"generation_config.json", "eos_token_id[1]"});
 }
 
 // ---- bad safetensors files ---------------------------------------------------------------------
@@ -676,6 +746,7 @@ TEST(ModelSpec, AcceptsHuggingFaceVariants) {
   rlp::ModelSpec s = rlp::parse_model_spec(c, src);
   EXPECT_EQ(s.bos_token, -1);
   EXPECT_EQ(s.eos_token, 128001);
+  EXPECT_EQ(s.stop_tokens, (std::vector<int>{128001, 128008}));
   EXPECT_EQ(s.rope_scaling.type, rlp::RopeScaling::Type::none);
   EXPECT_FALSE(s.tied_embeddings);  // HF default when absent
 

@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "rlparity/model/checkpoint.hpp"
@@ -54,6 +56,35 @@ RecipeOptions identical_paths(const PathStyle& base) {
     o.train_knobs.emplace_back(k.name, get_knob(base, k.name));
   }
   return o;
+}
+
+// Sampling ends at any stop id: config.json's eos list and generation_config.json's eos ids. The
+// checkpoint is stories260K with a generation_config.json naming the third token a first replay
+// sampled; the second replay's response must end at that token's first occurrence.
+TEST(Replay, SamplingStopsAtGenerationConfigEos) {
+  const auto dir = std::filesystem::temp_directory_path() / ("rlp_stop_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::copy(kStories, dir, std::filesystem::copy_options::recursive);
+  ReplayOptions opt;
+  opt.recipes = {"bf16"};
+  opt.max_new_tokens = 12;
+  std::vector<InputSequence> in = {{"s", {1, 295, 369, 309}, {}, false, {}, 1}};
+  const RunData first = replay(opt, in);
+  const std::vector<int32_t> resp(first.token_ids.begin() + first.prompt_lengths[0], first.token_ids.end());
+  ASSERT_GE(resp.size(), 3u);
+  const int32_t stop = resp[2];
+  const auto until = static_cast<std::size_t>(std::find(resp.begin(), resp.end(), stop) - resp.begin()) + 1;
+  {
+    std::ofstream g(dir / "generation_config.json");
+    g << "{\"eos_token_id\": [" << stop << "]}";
+  }
+  const Checkpoint c = Checkpoint::open(dir.string());
+  opt.oracle = false;
+  const RunData second = run_replay(c, in, opt);
+  const std::vector<int32_t> resp2(second.token_ids.begin() + second.prompt_lengths[0],
+                                   second.token_ids.end());
+  EXPECT_EQ(resp2, std::vector<int32_t>(resp.begin(), resp.begin() + static_cast<std::ptrdiff_t>(until)));
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Replay, IdenticalPathsGiveZeroDivergence) {

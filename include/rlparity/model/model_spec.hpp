@@ -3,6 +3,7 @@
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace rlp {
 
@@ -34,13 +35,19 @@ struct ModelSpec {
   bool qkv_bias = false;  // Qwen2
   bool qk_norm = false;   // Qwen3: per-head RMSNorm on q and k before RoPE
   int bos_token = -1;
-  int eos_token = -1;
+  int eos_token = -1;            // the first of eos_token_id (an int or a list)
+  std::vector<int> stop_tokens;  // every id that ends sampling: config.json's eos_token_id list,
+                                 // then generation_config.json's (Checkpoint::open adds those)
 
   nlohmann::json to_json() const;
 };
 
 // Parses and validates a config.json object; `source` (the file path) is named in every error.
 ModelSpec parse_model_spec(const nlohmann::json& config, const std::string& source);
+
+// An int or a list of ints under `key` (bos/eos_token_id in config.json and generation_config.json);
+// absent or null: empty. `source` is named in errors.
+std::vector<int> parse_token_ids(const nlohmann::json& config, const std::string& source, const char* key);
 
 // Hugging Face tensor names.
 std::string layer_tensor_name(int layer, const std::string& suffix);  // "model.layers.{i}.{suffix}"
