@@ -13,7 +13,7 @@ class CudaRunner final : public PathRunner {
       : ops_(std::move(ctx), spec, w, style, kv) {}
   std::vector<PathOutput<Mat>> run(SequenceMode mode, const std::vector<SeqTokens>& seqs,
                                    bool want_hidden) const override {
-    return run_path_group(ops_, mode, seqs, want_hidden);
+    return run_path_group(ops_, mode, seqs, want_hidden, true, ops_.style().prefill_chunk);
   }
 
  private:

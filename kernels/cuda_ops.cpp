@@ -90,8 +90,9 @@ CudaOps::CudaOps(std::shared_ptr<CudaContext> ctx, const ModelSpec& spec, const 
   if (style_.fp8_linear && style_.fp8_promotion == num::Promotion::deepgemm)
     models.push_back("fp8-promotion=deepgemm");
   if (style_.fp8_linear && style_.fp8_accum == num::SliceAccum::hopper) models.push_back("fp8-accum=hopper");
-  if (style_.batch != 1)
-    models.push_back(fmt::format("batch={} (kernel selection sees the real M)", style_.batch));
+  if (style_.decode_m() != 1)
+    models.push_back(fmt::format("batch={} (decode M {}; kernel selection sees the real M)", style_.batch,
+                                 style_.decode_m()));
   if (!models.empty()) {
     std::string list;
     for (const auto& m : models) list += (list.empty() ? "" : ", ") + m;
@@ -196,7 +197,7 @@ bool CudaOps::gemm_exact(const Mat& x, const CudaLinear& lin, bool out_fp32, boo
                          float* d_y) const {
   const int M = static_cast<int>(x.rows()), N = lin.out, K = lin.in;
   if (lin.fp8 && lin.block_cols != 128) return false;  // the emulator reports the problem
-  num::GemmConfig cfg = style_.gemm_config(decode_step ? style_.batch : M, K);
+  num::GemmConfig cfg = style_.gemm_config(decode_step ? style_.decode_m() : M, K);
   const num::OutRound act_round = cfg.out;
   const bool has_bias = !lin.bias.empty();
   if (out_fp32 || has_bias) cfg.out = num::OutRound::fp32;

@@ -28,6 +28,20 @@ num::ScaleOptions scale_options(num::ScaleConvention c, bool pow2) {
 num::ScaleOptions PathStyle::weight_scale_options() const { return scale_options(weight_quant, pow2_scales); }
 num::ScaleOptions PathStyle::act_scale_options() const { return scale_options(act_quant, pow2_scales); }
 
+int vllm_cudagraph_size(int batch) {
+  // VllmConfig._set_cudagraph_sizes (vllm/config/vllm.py): [1, 2, 4], then multiples of 8 below 256,
+  // then multiples of 16 up to max_cudagraph_capture_size = min(max_num_seqs * 2, 512), i.e. 512
+  // for the default max_num_seqs (256, or 1024 on large GPUs). Beyond it vLLM runs eagerly.
+  constexpr int kMaxCapture = 512;
+  if (batch <= 0 || batch > kMaxCapture) return batch;
+  if (batch <= 2) return batch;
+  if (batch <= 4) return 4;
+  if (batch < 256) return (batch + 7) / 8 * 8;
+  return (batch + 15) / 16 * 16;
+}
+
+int PathStyle::decode_m() const { return batch_pad == BatchPad::vllm ? vllm_cudagraph_size(batch) : batch; }
+
 num::GemmConfig PathStyle::gemm_config(int m, int k) const {
   num::GemmConfig cfg;
   cfg.k_chunk = k_chunk;
@@ -73,6 +87,9 @@ PathStyle default_generation_style() {
   s.act_quant = num::ScaleConvention::vllm;
   s.fp8_promotion = num::Promotion::deepgemm;
   s.split_k = 0;
+  // vLLM replays decode steps as CUDA graphs by default (cudagraph_mode is not NONE unless
+  // enforce_eager), padded to a captured size; at batch 1 (a captured size) it changes nothing.
+  s.batch_pad = BatchPad::vllm;
   s.attention = AttentionKind::split_kv;
   s.split_kv_partition = 512;
   s.attn_block = 16;  // vLLM paged-attention block size
@@ -186,6 +203,15 @@ const std::vector<Knob>& knobs() {
                           &PathStyle::mode));
     t.push_back(int_knob("batch", "decode batch size (the GEMM M that kernel selection sees)",
                          &PathStyle::batch, 1, 4096));
+    t.push_back(enum_knob("batch-pad",
+                          "decode M padded up to vLLM's captured CUDA-graph sizes, or the batch as is "
+                          "(decode only)",
+                          EnumNames<BatchPad>{{{BatchPad::none, "none"}, {BatchPad::vllm, "vllm"}}},
+                          &PathStyle::batch_pad));
+    t.push_back(int_knob("prefill-chunk",
+                         "prefill the prompt in chunks of N tokens attending to the cached ones, as "
+                         "vLLM's chunked prefill (0 = whole prompt; decode only)",
+                         &PathStyle::prefill_chunk, 0, 1 << 24));
     t.push_back(enum_knob("act-dtype", "activation and non-fp8 weight format",
                           format_names({num::Half16::bf16, num::Half16::fp16}), &PathStyle::act));
     t.push_back(bool_knob("linear", "linear layers in fp8 or in the activation dtype", &PathStyle::fp8_linear,
@@ -327,11 +353,22 @@ void check_tensor_parallel(const PathStyle& style, const ModelSpec& spec) {
 
 bool knob_needs_tp(const std::string& name) { return name == "tp-reduce" || name == "logsoftmax"; }
 
+bool knob_inert(const PathStyle& style, const std::string& name) {
+  if (knob_needs_tp(name)) return style.tp == 1;
+  if (name == "prefill-chunk") return style.mode != SequenceMode::decode || style.prefill_chunk == 0;
+  if (name == "batch-pad")
+    return style.mode != SequenceMode::decode || vllm_cudagraph_size(style.batch) == style.batch;
+  return false;
+}
+
 nlohmann::json PathStyle::to_json() const {
   nlohmann::json j;
   j["name"] = name;
   for (const auto& k : knobs()) {
-    if (tp == 1 && (k.info.name == "tp" || knob_needs_tp(k.info.name))) continue;  // single-GPU path
+    if (tp == 1 && k.info.name == "tp") continue;  // single-GPU path
+    // Knobs that change nothing here are recorded only where they act (run files from before they
+    // existed read the same).
+    if (knob_inert(*this, k.info.name)) continue;
     j[k.info.name] = k.get(*this);
   }
   j["bf16-first-layers"] = bf16_first_layers;

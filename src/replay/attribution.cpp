@@ -184,8 +184,9 @@ void attribute_knobs(DivergenceMeter& meter, const ReplayPlan& plan, RunData& ru
     const std::string tv = get_knob(rc.train, k.name), gv = get_knob(rc.gen, k.name);
     aligned.gen_knobs.emplace_back(k.name, tv);
     aligned.train_knobs.emplace_back(k.name, tv);
-    // tp-reduce and logsoftmax act only with tp > 1: no row for them when both paths run tp 1.
-    const bool inert = knob_needs_tp(k.name) && rc.gen.tp == 1 && rc.train.tp == 1;
+    // No row for a knob that changes nothing on either path (tp-reduce and logsoftmax when both run
+    // tp 1, batch-pad when neither batch is padded, ...).
+    const bool inert = knob_inert(rc.gen, k.name) && knob_inert(rc.train, k.name);
     if (gv != tv && !inert) differing.emplace_back(k.name, gv);
   }
   const Divergence zero = meter.measure(recipe, aligned, base.kv_scales_stale_dir, "knobs: all aligned");

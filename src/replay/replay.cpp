@@ -69,7 +69,7 @@ std::vector<int32_t> sample_response(const EmulatedOps& ops, const std::vector<i
   uint64_t rng = seq_seed;
   auto cache = ops.new_cache(P + max_new);
   EmulatedOps::Mat lp;
-  forward(ops, cache, tokens.data(), P, 0, lp);
+  forward_prefill(ops, cache, tokens.data(), P, ops.style().prefill_chunk, lp);
   for (int step = 0; step < max_new; ++step) {
     const int32_t t = sample_token(lp.row(lp.rows() - 1).data(), spec.vocab, opt.temperature, rng);
     response.push_back(t);

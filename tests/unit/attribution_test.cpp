@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "rlparity/io/run_file.hpp"
@@ -110,12 +111,17 @@ TEST_F(Attribution, KnobsListEveryDifferingKnob) {
   const AttributionTable& t = run.attribution.at("knobs");
   const Recipe rc = make_recipe("fp8-e2e", RecipeOptions{});
   std::vector<std::string> want;
-  // tp-reduce and logsoftmax differ between the default paths but act only with tp > 1.
+  // tp-reduce and logsoftmax differ between the default paths but act only with tp > 1, batch-pad
+  // only where it pads the batch.
   for (const auto& k : knob_table())
-    if (get_knob(rc.gen, k.name) != get_knob(rc.train, k.name) && !knob_needs_tp(k.name))
+    if (get_knob(rc.gen, k.name) != get_knob(rc.train, k.name) &&
+        !(knob_inert(rc.gen, k.name) && knob_inert(rc.train, k.name)))
       want.push_back(k.name);
   EXPECT_FALSE(want.empty());
   EXPECT_EQ(t.labels.at("knob"), want);
+  // batch-pad differs (vllm vs none) but pads nothing at batch 1: no row.
+  EXPECT_NE(get_knob(rc.gen, "batch-pad"), get_knob(rc.train, "batch-pad"));
+  EXPECT_EQ(std::count(want.begin(), want.end(), "batch-pad"), 0);
   EXPECT_EQ(t.info.at("aligned").at("mean_abs_log_ratio").get<double>(), 0.0);
   EXPECT_GT(t.info.at("all_knobs").at("mean_abs_log_ratio").get<double>(), 0.0);
   // At least the fp8 weight-scale convention matters alone in fp8 e2e.

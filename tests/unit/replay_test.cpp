@@ -142,6 +142,8 @@ TEST(Replay, EveryKnobChangesTheResult) {
   }
   const std::map<std::string, std::string> flip = {{"mode", "decode"},
                                                    {"batch", "64"},
+                                                   {"batch-pad", "vllm"},
+                                                   {"prefill-chunk", "3"},
                                                    {"act-dtype", "fp16"},
                                                    {"linear", "act"},
                                                    {"weight-quant", "vllm"},
@@ -177,6 +179,16 @@ TEST(Replay, EveryKnobChangesTheResult) {
     // all-reduce make the same single add).
     if (k.name == "tp" || knob_needs_tp(k.name)) base.fp8_linear = false;
     if (knob_needs_tp(k.name)) base.tp = 6;
+    // batch-pad and prefill-chunk act in decode mode, on the M of the all-reduce message with tp 6
+    // (the padded batch, each chunk's rows): padding 3 to 4 or cutting the prompt of 8 into 3 + 3 + 2
+    // crosses no boundary of the auto split-K (16 and 64, both captured sizes), so the all-reduce's
+    // chunking is where they show here (BatchPadIsVllmCapturedSizes checks the padded M itself).
+    if (k.name == "batch-pad" || k.name == "prefill-chunk") {
+      base.mode = SequenceMode::decode;
+      base.fp8_linear = false;
+      base.tp = 6;
+    }
+    if (k.name == "batch-pad") base.batch = 3;
     ReplayOptions opt;
     opt.recipes = {"bf16"};
     opt.oracle = false;
@@ -188,6 +200,68 @@ TEST(Replay, EveryKnobChangesTheResult) {
     EXPECT_GT(max_abs(run.recipes[0].tokens.at("log_ratio")), 0.0) << "knob " << k.name << " is dead";
   }
   std::filesystem::remove_all(dir);
+}
+
+// vLLM's captured CUDA-graph sizes and the decode M that batch-pad vllm gives kernel selection.
+TEST(Replay, BatchPadIsVllmCapturedSizes) {
+  const std::vector<std::pair<int, int>> want = {
+      {1, 1},   {2, 2},     {3, 4},     {4, 4},     {5, 8},     {9, 16},    {16, 16},   {17, 24},    {63, 64},
+      {65, 72}, {248, 248}, {249, 256}, {257, 272}, {500, 512}, {512, 512}, {513, 513}, {4096, 4096}};
+  for (const auto& [b, m] : want) {
+    EXPECT_EQ(vllm_cudagraph_size(b), m) << b;
+    PathStyle s = default_generation_style();
+    set_knob(s, "batch", std::to_string(b));
+    EXPECT_EQ(s.decode_m(), m) << b;
+    set_knob(s, "batch-pad", "none");
+    EXPECT_EQ(s.decode_m(), b) << b;
+  }
+  // The auto split-K's boundaries (16, 64) are captured sizes: padding never crosses them today.
+  PathStyle s = default_generation_style();
+  for (int b = 1; b <= 600; ++b)
+    EXPECT_EQ(s.gemm_config(b, 4096).split_k, s.gemm_config(vllm_cudagraph_size(b), 4096).split_k) << b;
+  // The default (vllm) pads nothing at batch 1: not recorded in a run file, as before the knob.
+  EXPECT_EQ(get_knob(default_generation_style(), "batch-pad"), "vllm");
+  EXPECT_FALSE(default_generation_style().to_json().contains("batch-pad"));
+  EXPECT_FALSE(default_generation_style().to_json().contains("prefill-chunk"));
+  set_knob(s, "batch", "3");
+  EXPECT_EQ(s.to_json().at("batch-pad"), "vllm");
+  set_knob(s, "prefill-chunk", "64");
+  EXPECT_EQ(s.to_json().at("prefill-chunk"), "64");
+  // Neither acts on a teacher-forced path.
+  PathStyle t = default_training_style();
+  set_knob(t, "batch", "3");
+  set_knob(t, "batch-pad", "vllm");
+  set_knob(t, "prefill-chunk", "4");
+  EXPECT_TRUE(knob_inert(t, "batch-pad"));
+  EXPECT_TRUE(knob_inert(t, "prefill-chunk"));
+  EXPECT_THROW(set_knob(t, "batch-pad", "graphs"), InputError);
+  EXPECT_THROW(set_knob(t, "prefill-chunk", "-1"), InputError);
+}
+
+// Chunked prefill: a chunk at least the prompt's length is no chunking; with kernels that do not
+// depend on M every chunk size gives the same bits (each row attends to the cached positions and
+// itself exactly as in one call), decode steps after it included; with the auto split-K a chunk of
+// 4 rows picks another split than the 40-row prompt and changes the result.
+TEST(Replay, ChunkedPrefill) {
+  std::vector<InputSequence> in = small_inputs();
+  InputSequence longer;
+  longer.id = "long";
+  for (int i = 0; i < 40; ++i) longer.prompt.push_back(i == 0 ? 1 : (i * 37 + 5) % 512);
+  for (int i = 0; i < 6; ++i) longer.response.push_back((i * 53 + 7) % 512);
+  longer.has_response = true;
+  in.push_back(longer);
+  auto run_with = [&](const std::string& chunk, const std::string& split_k) {
+    ReplayOptions opt;
+    opt.recipes = {"bf16"};
+    opt.recipe.gen_knobs = {{"prefill-chunk", chunk}, {"split-k", split_k}};
+    return replay(opt, in).recipes[0].tokens.at("logp_gen");
+  };
+  const std::vector<double> whole = run_with("0", "auto");
+  EXPECT_EQ(run_with("40", "auto"), whole);
+  EXPECT_EQ(run_with("1000", "auto"), whole);
+  EXPECT_NE(run_with("4", "auto"), whole);
+  const std::vector<double> fixed = run_with("0", "2");
+  for (const char* chunk : {"1", "3", "4", "16"}) EXPECT_EQ(run_with(chunk, "2"), fixed) << chunk;
 }
 
 TEST(Replay, Fp8WithAllLayersKeptInBf16EqualsBf16) {

@@ -5,6 +5,7 @@
 // OracleOps for float64, CudaOps on the GPU); the data flow below is the same for all of them.
 // What an Ops provides is the ForwardOps concept (ops_contract.hpp).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -70,6 +71,20 @@ void forward(const Ops& ops, typename Ops::Cache& cache, const int32_t* tokens, 
   };
   forward_rows(ops, tokens, n, positions.data(), false, attend, logprobs, hook);
   cache.length = pos0 + n;
+}
+
+// The prefill of a generation: positions [0, n) of a sequence with an empty cache, in chunks of
+// `chunk` positions (0 = one call), each a forward call whose rows attend to the cached positions
+// and themselves, as vLLM's chunked prefill runs a prompt longer than the token budget
+// (max_num_batched_tokens) over several scheduler steps. Kernel selection sees each chunk's rows.
+// `logprobs` holds the last chunk's rows (its last row predicts the first response token); the hook
+// sees every chunk.
+template <ForwardOps Ops>
+void forward_prefill(const Ops& ops, typename Ops::Cache& cache, const int32_t* tokens, int n, int chunk,
+                     typename Ops::Mat& logprobs, const LayerHook<typename Ops::Mat>& hook = {}) {
+  const int step = chunk > 0 ? chunk : n;
+  for (int p0 = 0; p0 < n; p0 += step)
+    forward(ops, cache, tokens + p0, std::min(step, n - p0), p0, logprobs, hook);
 }
 
 // One decode step for several sequences at once: row r is token tokens[r] of the sequence whose

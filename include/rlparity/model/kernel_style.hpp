@@ -23,11 +23,18 @@ enum class ResidualDtype { act, fp32 };
 // otherwise), custom_ar = always vLLM's custom all-reduce, nccl_ring = always NCCL's ring,
 // nccl_rs = NCCL's ring reduce-scatter over sequence shards (Megatron's sequence parallelism).
 enum class TpReduce { vllm, custom_ar, nccl_ring, nccl_rs };
+// The M a decode batch runs at: the batch itself (eager), or padded up to the next CUDA-graph size
+// vLLM captures (docs/kernel-paths.md, "CUDA-graph padding").
+enum class BatchPad { none, vllm };
 
 struct PathStyle {
   std::string name;  // "gen" or "train"
   SequenceMode mode = SequenceMode::teacher_forced;
-  int batch = 1;  // decode batch size: the M that kernel selection sees during decode
+  int batch = 1;                        // decode batch size: the M that kernel selection sees during decode
+  BatchPad batch_pad = BatchPad::none;  // decode M padded to a captured CUDA-graph size (decode only)
+  // Generation prefill in chunks of this many prompt tokens, each attending to the cached positions
+  // and itself (vLLM's chunked prefill under max_num_batched_tokens); 0 = the whole prompt at once.
+  int prefill_chunk = 0;
 
   num::Half16 act = num::Half16::bf16;  // storage format of activations and non-fp8 weights
   bool fp8_linear = false;
@@ -68,6 +75,9 @@ struct PathStyle {
   // reduction after a row-parallel linear (nccl_rs reduce-scatters only those; others, like the
   // log-softmax sums, are all-reduced).
   num::ReduceAlgo reduce_algo(int64_t bytes, bool row_output) const;
+  // The M kernel selection (and the all-reduce message) sees during a decode step: `batch`, padded
+  // by batch_pad.
+  int decode_m() const;
   // GEMM configuration for a linear with M rows of input and K inner dimension.
   num::GemmConfig gemm_config(int m, int k) const;
   // How this path's fp8 linears scale their weights (128x128 blocks) and activations (1x128
@@ -100,5 +110,13 @@ void check_tensor_parallel(const PathStyle& style, const ModelSpec& spec);
 // True for the knobs that act only when the path's tp > 1 (tp-reduce, logsoftmax): a run file
 // records them only then, and knob attribution skips them when both paths run tp 1.
 bool knob_needs_tp(const std::string& name);
+// True when knob `name`, as set on this path, changes nothing: the tp-only knobs at tp 1,
+// prefill-chunk at 0, batch-pad where vLLM's padding leaves the batch as it is (a captured size, or
+// beyond the largest), and both of those on a teacher-forced path (they act in decode mode only). A
+// run file records such a knob only where it acts; knob attribution skips a knob inert on both paths.
+bool knob_inert(const PathStyle& style, const std::string& name);
+// vLLM's default CUDA-graph capture sizes (VllmConfig._set_cudagraph_sizes with max_num_seqs 256):
+// the smallest one >= batch, or batch itself beyond the largest (vLLM then runs eagerly).
+int vllm_cudagraph_size(int batch);
 
 }  // namespace rlp

@@ -37,12 +37,14 @@ struct SeqTokens {
 // decode steps that advance every unfinished sequence by one token in one call (one weight pass
 // per step for the whole group; rows are computed exactly as single-sequence steps would be, so
 // grouping does not change results).
+// prefill_chunk: the decode prefill in chunks of that many prompt positions (forward_prefill).
 // full_rows = false keeps only each response token's log-prob (the oracle's use: its full rows
 // would be the group's largest buffer).
 template <class Ops>
 std::vector<PathOutput<typename Ops::Mat>> run_path_group(const Ops& ops, SequenceMode mode,
                                                           const std::vector<SeqTokens>& seqs,
-                                                          bool want_hidden, bool full_rows = true) {
+                                                          bool want_hidden, bool full_rows = true,
+                                                          int prefill_chunk = 0) {
   using Mat = typename Ops::Mat;
   const ModelSpec& spec = ops.spec();
   const std::size_t G = seqs.size();
@@ -88,8 +90,8 @@ std::vector<PathOutput<typename Ops::Mat>> run_path_group(const Ops& ops, Sequen
       hook = [&](int layer, const Mat& h) {
         out[i].hidden[static_cast<std::size_t>(layer)].row(0) = h.row(h.rows() - 1);
       };
-    forward(ops, caches[i], s.tokens.data(), s.prompt_len, 0, lp, hook);
-    keep(i, 0, lp, s.prompt_len - 1);
+    forward_prefill(ops, caches[i], s.tokens.data(), s.prompt_len, prefill_chunk, lp, hook);
+    keep(i, 0, lp, lp.rows() - 1);
     max_r = std::max(max_r, s.response_len);
   }
   std::vector<std::size_t> active;
@@ -139,7 +141,7 @@ class EmulatedRunner final : public PathRunner {
       : ops_(spec, w, style, kv) {}
   std::vector<PathOutput<Mat>> run(SequenceMode mode, const std::vector<SeqTokens>& seqs,
                                    bool want_hidden) const override {
-    return run_path_group(ops_, mode, seqs, want_hidden);
+    return run_path_group(ops_, mode, seqs, want_hidden, true, ops_.style().prefill_chunk);
   }
 
  private:

@@ -20,7 +20,7 @@ void EmulatedOps::gemm(const Mat& x, const PreparedLinear& lin, Mat& y, bool out
   const int n = static_cast<int>(x.rows());
   // Kernel selection sees M = the engine's decode batch during decode steps (however many rows this
   // call groups), the token count otherwise.
-  const int m_kernel = decode_step ? style_.batch : n;
+  const int m_kernel = decode_step ? style_.decode_m() : n;
   num::GemmConfig cfg = style_.gemm_config(m_kernel, lin.in);
   if (out_fp32 || !lin.bias.empty()) cfg.out = num::OutRound::fp32;
   y.resize(n, lin.out);
@@ -129,7 +129,7 @@ void EmulatedOps::row_parallel_linear(const Mat& x, const std::vector<PreparedLi
   // step of the engine's decode batch with this row first (so that grouping rows changes nothing).
   const num::OutRound fmt = num::out_round_of(style_.act);
   const int elem_bytes = 2;
-  const int64_t count = static_cast<int64_t>(decode_step ? style_.batch : n) * N;
+  const int64_t count = static_cast<int64_t>(decode_step ? style_.decode_m() : n) * N;
   const int64_t bytes = count * elem_bytes;
   const num::ReduceAlgo algo = style_.reduce_algo(bytes, true);
   y.resize(n, N);

@@ -22,7 +22,7 @@ void EmulatedOps::logprobs(const Mat& xn, Mat& out, bool decode_step) const {
     // a multiple of tp instead; padded entries are not modelled).
     const int V = static_cast<int>(out.cols());
     const int shard = (V + tp - 1) / tp;
-    const int64_t count = decode_step ? style_.batch : out.rows();
+    const int64_t count = decode_step ? style_.decode_m() : out.rows();
     const num::ReduceAlgo algo = style_.reduce_algo(count * 4, false);
     parallel_for(static_cast<std::size_t>(out.rows()), 1, [&](std::size_t r0, std::size_t r1) {
       std::vector<float> sums(static_cast<std::size_t>(tp));
