@@ -14,6 +14,7 @@
 #include "rlparity/metrics/statistics.hpp"
 #include "rlparity/replay/replay.hpp"
 #include "rlparity/util/error.hpp"
+#include "unit/scratch_test_util.hpp"
 
 namespace rlp {
 namespace {
@@ -160,6 +161,42 @@ TEST(SweepBoundaries, FindsPlantedJumpAndNothingInFlatCurves) {
   EXPECT_EQ(s[0].position, 40);
   // Too short to test.
   EXPECT_TRUE(find_boundaries({1.0, 5.0, 1.0}).empty());
+}
+
+class SweepCli : public rlp_test::ScratchDirTest {};
+
+TEST_F(SweepCli, WritesTheSweepFileAndKeptRunsAndRefusesAmbiguousKnobs) {
+  const std::string cli = RLPARITY_CLI_PATH;
+  const std::string base = "cd " + dir_.string() + " && " + cli +
+                           " sweep --recipes bf16 --no-oracle --max-new-tokens 4 --grid gen-tp=1,2 ";
+  const auto ok = rlp_test::run_command(base + "--keep-runs . -o s.h5");
+  ASSERT_EQ(ok.code, 0) << ok.output;
+  EXPECT_NE(ok.output.find("gen-tp=2"), std::string::npos) << ok.output;
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "s.h5"));
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "point-0.h5"));
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "point-1.h5"));
+  const auto again = rlp_test::run_command(base + "-o s.h5");
+  EXPECT_EQ(again.code, 2) << again.output;
+  const auto both = rlp_test::run_command(base + "--gen-tp 2 -o t.h5");
+  EXPECT_EQ(both.code, 2);
+  EXPECT_NE(both.output.find("also set by --gen-tp 2"), std::string::npos) << both.output;
+  const auto bad = rlp_test::run_command(base + "--grid gen-kv-cache=bf16,int3 -o t.h5");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.output.find("int3"), std::string::npos) << bad.output;
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "t.h5"));
+  if (std::system("/usr/bin/python3 -c 'import h5py' 2>/dev/null") != 0) GTEST_SKIP() << "no h5py";
+  const std::string script = write("check.py", R"(
+import h5py, sys
+f = h5py.File(sys.argv[1], "r")
+assert [k.decode() for k in f["/sweep/knobs"][:]] == ["gen-tp"]
+assert f["/sweep/values"].shape == (2, 1)
+assert f["/sweep/summary/mean_abs_log_ratio"].shape == (2, 1)
+assert f["/sweep/position/mean_abs_log_ratio"].shape[:2] == (2, 1)
+for k in ["point", "recipe", "position", "jump", "z"]:
+    assert k in f["/sweep/boundaries"], k
+)");
+  const auto py = rlp_test::run_command("/usr/bin/python3 " + script + " " + (dir_ / "s.h5").string());
+  EXPECT_EQ(py.code, 0) << py.output;
 }
 
 }  // namespace
