@@ -233,6 +233,10 @@ std::string format_sweep_table(const SweepResult& sweep) {
       rows.push_back(std::move(row));
     }
   std::string out = format_summary_table(rows);
+  // The first column holds point, knobs and recipe: say so in its header when it is wide enough.
+  const std::string head = "  #  knobs  recipe";
+  if (out.rfind("recipe", 0) == 0 && out.size() > head.size() && out.find_first_not_of(' ', 6) >= head.size())
+    out.replace(0, head.size(), head);
   if (sweep.boundaries.empty()) {
     out += "boundaries: none (per-position mean |log ratio|; docs/sweep.md)\n";
   } else {
