@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "cli/commands.hpp"
+#include "cli/replay_args.hpp"
 #include "rlparity/io/run_file.hpp"
 #include "rlparity/metrics/summary_table.hpp"
 #include "rlparity/model/checkpoint.hpp"
@@ -29,18 +30,6 @@ namespace rlp::cli {
 namespace {
 namespace fs = std::filesystem;
 
-struct ReplayArgs {
-  std::string checkpoint, inputs, recipes = "bf16,fp8-gen,fp8-e2e", out = "rlparity-replay.h5";
-  std::string kv_scales = "recalibrated", kv_scale_method = "nemo", backend = "cpu", cuda_gemm = "cublaslt";
-  bool force = false, quiet = false, no_oracle = false, allow_nonfinite = false;
-  int threads = 0;
-  ReplayOptions opt;
-  std::vector<std::string> gen_knob_values, train_knob_values;  // parallel to knob_table()
-  std::string attribute, attribute_recipe;                      // --attribute layers,knobs,kv-scales
-  std::string max_memory;                                       // --max-memory SIZE (empty: no limit)
-  std::string command_line;
-};
-
 class ProgressBar {
  public:
   explicit ProgressBar(bool enabled) : enabled_(enabled), start_(std::chrono::steady_clock::now()) {}
@@ -60,6 +49,8 @@ class ProgressBar {
   bool enabled_;
   std::chrono::steady_clock::time_point start_;
 };
+
+}  // namespace
 
 // The backend of the generation and training paths; null = the CPU emulator. Checked before any
 // work: no usable GPU is one clear error (exit 2).
@@ -97,6 +88,8 @@ ReplayOptions replay_options(ReplayArgs& a) {
   }
   return opt;
 }
+
+namespace {
 
 AttributionOptions attribution_options(const ReplayArgs& a) {
   AttributionOptions attr;
@@ -172,78 +165,86 @@ int run(ReplayArgs& a) {
 
 }  // namespace
 
-void setup_replay(CLI::App& app, CommandRegistry& registry) {
-  auto args = std::make_shared<ReplayArgs>();
-  auto* sub =
-      app.add_subcommand("replay", "Replay inputs through generation- and training-style kernel paths");
-  sub->add_option("--checkpoint", args->checkpoint,
+void add_replay_options(CLI::App* sub, ReplayArgs& a, bool sweep) {
+  sub->add_option("--checkpoint", a.checkpoint,
                   "Hugging Face checkpoint directory (default: bundled stories260K)");
-  sub->add_option("--inputs", args->inputs,
+  sub->add_option("--inputs", a.inputs,
                   "JSONL inputs: {\"id\", \"prompt\": [ids], \"response\": [ids]?, \"logprobs\": [..]?}");
-  sub->add_option("--recipes", args->recipes, "comma-separated: bf16, fp8-gen, fp8-e2e, fp8-e2e-kv, fp16")
+  sub->add_option("--recipes", a.recipes, "comma-separated: bf16, fp8-gen, fp8-e2e, fp8-e2e-kv, fp16")
       ->capture_default_str();
-  sub->add_option("--out,-o", args->out, "output HDF5 run file")->capture_default_str();
-  sub->add_flag("--force", args->force, "overwrite an existing output file");
-  sub->add_option("--threads", args->threads, "worker threads (0 = all cores); results do not depend on it");
-  sub->add_option("--seed", args->opt.seed, "seed for sampled responses")->capture_default_str();
-  sub->add_option("--sample-recipe", args->opt.sample_recipe,
+  sub->add_option("--out,-o", a.out, sweep ? "output HDF5 sweep file" : "output HDF5 run file")
+      ->capture_default_str();
+  sub->add_flag("--force", a.force, "overwrite an existing output file");
+  sub->add_option("--threads", a.threads, "worker threads (0 = all cores); results do not depend on it");
+  sub->add_option("--seed", a.opt.seed, "seed for sampled responses")->capture_default_str();
+  sub->add_option("--sample-recipe", a.opt.sample_recipe,
                   "recipe whose generation path samples missing responses")
       ->capture_default_str();
-  sub->add_option("--max-new-tokens", args->opt.max_new_tokens, "tokens sampled per missing response")
+  sub->add_option("--max-new-tokens", a.opt.max_new_tokens, "tokens sampled per missing response")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
-  sub->add_option("--temperature", args->opt.temperature, "sampling temperature (0 = greedy)")
+  sub->add_option("--temperature", a.opt.temperature, "sampling temperature (0 = greedy)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 100.0));
-  sub->add_option("--bf16-first-layers", args->opt.recipe.bf16_first_layers,
+  sub->add_option("--bf16-first-layers", a.opt.recipe.bf16_first_layers,
                   "keep the first N decoder layers in bf16 on fp8 paths")
       ->check(CLI::NonNegativeNumber);
-  sub->add_option("--bf16-last-layers", args->opt.recipe.bf16_last_layers,
+  sub->add_option("--bf16-last-layers", a.opt.recipe.bf16_last_layers,
                   "keep the last N decoder layers in bf16 on fp8 paths")
       ->check(CLI::NonNegativeNumber);
-  sub->add_flag("--pow2-scales", args->opt.recipe.pow2_scales, "power-of-2 fp8 scales on fp8 paths");
-  sub->add_option("--kv-scales", args->kv_scales,
+  sub->add_flag("--pow2-scales", a.opt.recipe.pow2_scales, "power-of-2 fp8 scales on fp8 paths");
+  sub->add_option("--kv-scales", a.kv_scales,
                   "fp8 KV-cache scales: recalibrated, or stale:DIR (calibrated on an earlier checkpoint)")
       ->capture_default_str();
-  sub->add_option("--kv-scale-method", args->kv_scale_method,
+  sub->add_option("--kv-scale-method", a.kv_scale_method,
                   "nemo (p99.9 amax x 1.05 / 448) or vllm (amax/200, amax/100)")
       ->check(CLI::IsMember({"nemo", "vllm"}))
       ->capture_default_str();
-  sub->add_option("--is-cap", args->opt.is_cap, "importance-ratio cap C for truncated/masked IS fractions")
+  sub->add_option("--is-cap", a.opt.is_cap, "importance-ratio cap C for truncated/masked IS fractions")
       ->capture_default_str();
-  sub->add_flag("--no-oracle", args->no_oracle, "skip the float64 oracle");
+  sub->add_flag("--no-oracle", a.no_oracle, "skip the float64 oracle");
+  if (!sweep) {
+    sub->add_option(
+        "--attribute", a.attribute,
+        "comma-separated: layers (per-layer fp8 divergence + measured --bf16-first/last-layers "
+        "recommendation), knobs (per-knob divergence), kv-scales (stale vs recalibrated; automatic with "
+        "--kv-scales stale:DIR)");
+    sub->add_option(
+        "--attribute-recipe", a.attribute_recipe,
+        "recipe that layers/knobs attribute (default: the first of --recipes with fp8 generation, "
+        "else fp8-gen)");
+    sub->add_option(
+        "--max-memory", a.max_memory,
+        "refuse to start when the estimated peak memory exceeds SIZE (e.g. 8G, 512M); the estimate is "
+        "conservative and printed when refused (docs/robustness.md)");
+  }
+  sub->add_flag("--allow-nonfinite", a.allow_nonfinite, "accept NaN/inf in weights");
+  sub->add_option("--backend", a.backend, "cpu (default) or cuda")->capture_default_str();
   sub->add_option(
-      "--attribute", args->attribute,
-      "comma-separated: layers (per-layer fp8 divergence + measured --bf16-first/last-layers "
-      "recommendation), knobs (per-knob divergence), kv-scales (stale vs recalibrated; automatic with "
-      "--kv-scales stale:DIR)");
-  sub->add_option("--attribute-recipe", args->attribute_recipe,
-                  "recipe that layers/knobs attribute (default: the first of --recipes with fp8 generation, "
-                  "else fp8-gen)");
-  sub->add_option(
-      "--max-memory", args->max_memory,
-      "refuse to start when the estimated peak memory exceeds SIZE (e.g. 8G, 512M); the estimate is "
-      "conservative and printed when refused (docs/robustness.md)");
-  sub->add_flag("--allow-nonfinite", args->allow_nonfinite, "accept NaN/inf in weights");
-  sub->add_option("--backend", args->backend, "cpu (default) or cuda")->capture_default_str();
-  sub->add_option(
-         "--cuda-gemm", args->cuda_gemm,
+         "--cuda-gemm", a.cuda_gemm,
          "with --backend cuda: cublaslt (the library's own accumulation order, as the engines run it) or "
          "exact (the emulator's stated order in CUDA kernels: the same bits as --backend cpu; "
          "docs/cuda-backend.md)")
       ->capture_default_str();
-  sub->add_flag("--quiet,-q", args->quiet, "no progress bar or summary");
+  sub->add_flag("--quiet,-q", a.quiet, "no progress bar or summary");
   const auto& knobs = knob_table();
-  args->gen_knob_values.resize(knobs.size());
-  args->train_knob_values.resize(knobs.size());
+  a.gen_knob_values.resize(knobs.size());
+  a.train_knob_values.resize(knobs.size());
   for (std::size_t i = 0; i < knobs.size(); ++i) {
-    sub->add_option("--gen-" + knobs[i].name, args->gen_knob_values[i],
+    sub->add_option("--gen-" + knobs[i].name, a.gen_knob_values[i],
                     "generation path: " + knobs[i].help + " (" + knobs[i].values + ")")
         ->group("Generation-path knobs");
-    sub->add_option("--train-" + knobs[i].name, args->train_knob_values[i],
+    sub->add_option("--train-" + knobs[i].name, a.train_knob_values[i],
                     "training path: " + knobs[i].help + " (" + knobs[i].values + ")")
         ->group("Training-path knobs");
   }
+}
+
+void setup_replay(CLI::App& app, CommandRegistry& registry) {
+  auto args = std::make_shared<ReplayArgs>();
+  auto* sub =
+      app.add_subcommand("replay", "Replay inputs through generation- and training-style kernel paths");
+  add_replay_options(sub, *args, /*sweep=*/false);
   registry.add(sub, [args] {
     args->command_line = invocation();
     return run(*args);

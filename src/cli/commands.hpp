@@ -37,10 +37,12 @@ void setup_summary(CLI::App& app, CommandRegistry& registry);
 void setup_compare(CLI::App& app, CommandRegistry& registry);
 void setup_inspect(CLI::App& app, CommandRegistry& registry);
 void setup_report(CLI::App& app, CommandRegistry& registry);
+void setup_sweep(CLI::App& app, CommandRegistry& registry);
 
 inline void register_all(CLI::App& app, CommandRegistry& registry) {
   setup_selfcheck(app, registry);
   setup_replay(app, registry);
+  setup_sweep(app, registry);
   setup_gate(app, registry);
   setup_summary(app, registry);
   setup_compare(app, registry);

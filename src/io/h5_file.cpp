@@ -107,11 +107,6 @@ herr_t walk_cb(unsigned n, const H5E_error2_t* err, void* data) {
   return 0;
 }
 
-Id dataspace_1d(std::size_t n) {
-  const hsize_t dims[1] = {static_cast<hsize_t>(n)};
-  return make_id(H5Screate_simple(1, dims, dims), H5Sclose, "create dataspace");
-}
-
 Id vlen_string_type() {
   Id t = make_id(H5Tcopy(H5T_C_S1), H5Tclose, "copy string type");
   check_status(H5Tset_size(t.get(), H5T_VARIABLE), "set variable string size");
@@ -284,14 +279,40 @@ void read_attr_scalar(hid_t obj, const std::string& name, hid_t mem_type, void* 
   check_status(H5Aread(attr.get(), mem_type, out), "read attribute " + what);
 }
 
+// A dataset of shape `dims` (row-major; empty dims: 1-D of n). Chunks span whole trailing rows,
+// at most 65536 elements where the trailing dimensions allow.
+std::vector<hsize_t> shape_of(std::size_t n, const std::vector<uint64_t>& dims, const std::string& what) {
+  if (dims.empty()) return {static_cast<hsize_t>(n)};
+  uint64_t total = 1;
+  for (uint64_t d : dims) total *= d;
+  if (total != n) throw H5Failure(what + ": shape does not match the number of values");
+  return {dims.begin(), dims.end()};
+}
+Id dataspace_of(const std::vector<hsize_t>& dims) {
+  return make_id(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), dims.data()), H5Sclose,
+                 "create dataspace");
+}
+std::vector<hsize_t> chunk_of(const std::vector<hsize_t>& dims) {
+  std::vector<hsize_t> chunk(dims);
+  for (std::size_t i = 0; i < chunk.size(); ++i) {
+    hsize_t rest = 1;
+    for (std::size_t j = i + 1; j < chunk.size(); ++j) rest *= chunk[j];
+    chunk[i] = std::max<hsize_t>(1, std::min<hsize_t>(chunk[i], 65536 / std::max<hsize_t>(rest, 1)));
+  }
+  return chunk;
+}
+
 void write_numeric_dataset(hid_t loc, const std::string& name, hid_t file_type, hid_t mem_type,
-                           const void* data, std::size_t n, const std::string& what) {
-  Id space = dataspace_1d(n);
+                           const void* data, std::size_t n, const std::string& what,
+                           const std::vector<uint64_t>& shape = {}) {
+  const std::vector<hsize_t> dims = shape_of(n, shape, what);
+  Id space = dataspace_of(dims);
   Id dcpl = make_id(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "create dataset property list");
   check_status(H5Pset_obj_track_times(dcpl.get(), false), "disable dataset time tracking");
   if (n > 0) {
-    const hsize_t chunk[1] = {static_cast<hsize_t>(std::min<std::size_t>(n, 65536))};
-    check_status(H5Pset_chunk(dcpl.get(), 1, chunk), "set chunking of " + what);
+    const std::vector<hsize_t> chunk = chunk_of(dims);
+    check_status(H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()),
+                 "set chunking of " + what);
     check_status(H5Pset_shuffle(dcpl.get()), "set shuffle filter of " + what);
     check_status(H5Pset_deflate(dcpl.get(), 4), "set deflate filter of " + what);
     check_status(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), "set fill time of " + what);
@@ -306,7 +327,7 @@ void write_numeric_dataset(hid_t loc, const std::string& name, hid_t file_type, 
 }
 
 void write_string_dataset(hid_t loc, const std::string& name, const std::vector<std::string>& values,
-                          const std::string& what) {
+                          const std::string& what, const std::vector<uint64_t>& shape = {}) {
   std::vector<const char*> ptrs;
   ptrs.reserve(values.size());
   for (const auto& v : values) {
@@ -314,7 +335,7 @@ void write_string_dataset(hid_t loc, const std::string& name, const std::vector<
     ptrs.push_back(v.c_str());
   }
   Id type = vlen_string_type();
-  Id space = dataspace_1d(values.size());
+  Id space = dataspace_of(shape_of(values.size(), shape, what));
   Id dcpl = make_id(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "create dataset property list");
   check_status(H5Pset_obj_track_times(dcpl.get(), false), "disable dataset time tracking");
   Id dset =
@@ -501,6 +522,15 @@ void Group::write_dataset(const std::string& name, const std::vector<T>& values)
 }
 void Group::write_dataset(const std::string& name, const std::vector<std::string>& values) {
   write_string_dataset(id_, name, values, child(name));
+}
+void Group::write_dataset(const std::string& name, const std::vector<double>& values,
+                          const std::vector<uint64_t>& shape) {
+  const NumberTypes t = number_types<double>();
+  write_numeric_dataset(id_, name, t.file, t.memory, values.data(), values.size(), child(name), shape);
+}
+void Group::write_dataset(const std::string& name, const std::vector<std::string>& values,
+                          const std::vector<uint64_t>& shape) {
+  write_string_dataset(id_, name, values, child(name), shape);
 }
 
 Group Group::open_group(const std::string& name) const {

@@ -106,6 +106,42 @@ enum LayerSum { kGT, kT, kGO, kTO, kO, kNumLayerSums };
 const char* const kTokenMetrics[] = {
     "logp_gen", "logp_train", "kl_gen_train", "kl_train_gen", "top1_agree", "entropy_gen", "js"};
 
+// Weights in the plan's forms: prepared on first use, kept here or in the caller's cache.
+class WeightsSource {
+ public:
+  WeightsSource(const Checkpoint& ckpt, const ReplayPlan& plan, PreparedWeightsCache* cache)
+      : ckpt_(ckpt), plan_(plan), cache_(cache), own_(plan.weight_forms.size()) {}
+  const PreparedWeights& get(std::size_t form) {
+    const PathStyle& style = plan_.weight_forms[form];
+    std::unique_ptr<PreparedWeights>& slot = cache_ ? cache_->by_key[weights_key(style)] : own_[form];
+    if (!slot) slot = std::make_unique<PreparedWeights>(prepare_weights(ckpt_, style));
+    return *slot;
+  }
+
+ private:
+  const Checkpoint& ckpt_;
+  const ReplayPlan& plan_;
+  PreparedWeightsCache* cache_;
+  std::vector<std::unique_ptr<PreparedWeights>> own_;
+};
+
+// Samples every missing response with `sampler`'s generation path (seeded per sequence index).
+void sample_missing(const ModelSpec& spec, const PreparedWeights& w, const Recipe& sampler,
+                    const ReplayOptions& opt, std::vector<InputSequence>& inputs) {
+  if (std::all_of(inputs.begin(), inputs.end(), [](const InputSequence& s) { return s.has_response; }))
+    return;
+  const EmulatedOps ops(spec, w, sampler.gen);
+  parallel_for(inputs.size(), 1, [&](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) {
+      check_interrupted();
+      if (inputs[i].has_response) continue;
+      uint64_t seed = opt.seed ^ (0xD1B54A32D192ED03ull * (i + 1));
+      inputs[i].response = sample_response(ops, inputs[i].prompt, opt, splitmix64(seed));
+      inputs[i].has_response = true;
+    }
+  });
+}
+
 }  // namespace
 
 RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, const ReplayOptions& options,
@@ -114,8 +150,17 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
   return run_replay(ckpt, inputs, make_replay_plan(ckpt.spec(), options), progress);
 }
 
+void sample_missing_responses(const Checkpoint& ckpt, std::vector<InputSequence>& inputs,
+                              const ReplayPlan& plan, PreparedWeightsCache* cache) {
+  if (plan.options.threads) set_thread_count(*plan.options.threads);
+  if (std::all_of(inputs.begin(), inputs.end(), [](const InputSequence& s) { return s.has_response; }))
+    return;
+  WeightsSource weights(ckpt, plan, cache);
+  sample_missing(ckpt.spec(), weights.get(plan.sampler_form), plan.sampler, plan.options, inputs);
+}
+
 RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, const ReplayPlan& plan,
-                   const ProgressFn& progress) {
+                   const ProgressFn& progress, PreparedWeightsCache* cache) {
   const ModelSpec& spec = ckpt.spec();
   const ReplayOptions& opt = plan.options;
   if (inputs.empty()) RLP_THROW_INPUT("no input sequences to replay");
@@ -124,27 +169,13 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
   const Recipe& sampler = plan.sampler;
 
   // Weights in every form a path reads, prepared once (on first use) and shared between recipes.
-  std::vector<std::unique_ptr<PreparedWeights>> prepared(plan.weight_forms.size());
-  auto weights_for = [&](std::size_t form) -> const PreparedWeights& {
-    auto& slot = prepared[form];
-    if (!slot) slot = std::make_unique<PreparedWeights>(prepare_weights(ckpt, plan.weight_forms[form]));
-    return *slot;
-  };
+  WeightsSource weights(ckpt, plan, cache);
+  auto weights_for = [&](std::size_t form) -> const PreparedWeights& { return weights.get(form); };
 
   // 1. Responses: sampled once, from one generation path, so every recipe replays the same tokens.
   // The sampler's generation path keeps a bf16 KV cache (ReplayPlan::sampler).
-  if (std::any_of(inputs.begin(), inputs.end(), [](const InputSequence& s) { return !s.has_response; })) {
-    const EmulatedOps ops(spec, weights_for(plan.sampler_form), sampler.gen);
-    parallel_for(inputs.size(), 1, [&](std::size_t b, std::size_t e) {
-      for (std::size_t i = b; i < e; ++i) {
-        check_interrupted();
-        if (inputs[i].has_response) continue;
-        uint64_t seed = opt.seed ^ (0xD1B54A32D192ED03ull * (i + 1));
-        inputs[i].response = sample_response(ops, inputs[i].prompt, opt, splitmix64(seed));
-        inputs[i].has_response = true;
-      }
-    });
-  }
+  if (std::any_of(inputs.begin(), inputs.end(), [](const InputSequence& s) { return !s.has_response; }))
+    sample_missing(spec, weights_for(plan.sampler_form), sampler, opt, inputs);
   for (const auto& in : inputs) {
     if (in.response.empty()) RLP_THROW_INPUT("sequence '{}' (line {}): empty response", in.id, in.line);
     if (in.prompt.size() + in.response.size() > static_cast<std::size_t>(spec.max_positions))

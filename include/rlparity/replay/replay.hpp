@@ -5,11 +5,13 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "rlparity/model/checkpoint.hpp"
+#include "rlparity/model/weights.hpp"
 #include "rlparity/replay/inputs.hpp"
 #include "rlparity/replay/path_runner.hpp"
 #include "rlparity/replay/recipe.hpp"
@@ -30,10 +32,22 @@ std::size_t replay_group_size(const ModelSpec& spec, std::size_t sequences, uint
 
 using ProgressFn = std::function<void(int64_t tokens_done, int64_t tokens_total)>;
 
+// Prepared weights kept across replays of one checkpoint (a sweep's points), by weights_key: a form
+// prepared once is read by every later replay that needs it. Not thread-safe (one replay at a time).
+struct PreparedWeightsCache {
+  std::map<std::string, std::unique_ptr<PreparedWeights>> by_key;
+};
+
 // Fills in missing responses (sampling), then runs every recipe of the plan (made for ckpt's
 // spec). `inputs` gains the sampled responses. Throws InputError for inputs the plan cannot replay.
+// With `cache` (for ckpt only), prepared weights come from and go to it; results do not change.
 RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, const ReplayPlan& plan,
-                   const ProgressFn& progress = {});
+                   const ProgressFn& progress = {}, PreparedWeightsCache* cache = nullptr);
+
+// Only the sampling step of run_replay: fills in every missing response with the plan's sampler
+// (the same responses run_replay would sample with this plan).
+void sample_missing_responses(const Checkpoint& ckpt, std::vector<InputSequence>& inputs,
+                              const ReplayPlan& plan, PreparedWeightsCache* cache = nullptr);
 // The same with the plan made here from `options` (InputError for bad options).
 RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, const ReplayOptions& options,
                    const ProgressFn& progress = {});
