@@ -432,9 +432,8 @@ Checkpoint Checkpoint::open(const std::string& dir_in, const CheckpointOptions& 
   const std::vector<Required> req = required_tensors(spec);
   for (const auto& r : req) {
     required_names.insert(r.name);
-    auto a = impl->aliases.find(r.name);
-    auto it = impl->tensors.find(a == impl->aliases.end() ? r.name : a->second);
-    if (it == impl->tensors.end()) {
+    const TensorView* t = impl->find(r.name);
+    if (!t) {
       auto ef = expected_file.find(r.name);
       const std::string where = has_single ? single.string()
                                 : ef != expected_file.end()
@@ -443,9 +442,9 @@ Checkpoint Checkpoint::open(const std::string& dir_in, const CheckpointOptions& 
       RLP_THROW_INPUT("{}: tensor '{}' is missing (required by {} with this config, shape {})", where, r.name,
                       spec.arch_name, shape_str(r.shape));
     }
-    if (it->second.shape != r.shape)
-      RLP_THROW_INPUT("{}: tensor '{}' has shape {} but the config implies {}", it->second.file, r.name,
-                      shape_str(it->second.shape), shape_str(r.shape));
+    if (t->shape != r.shape)
+      RLP_THROW_INPUT("{}: tensor '{}' has shape {} but the config implies {}", t->file, r.name,
+                      shape_str(t->shape), shape_str(r.shape));
   }
   if (spec.tied_embeddings) {
     auto it = impl->tensors.find("lm_head.weight");
