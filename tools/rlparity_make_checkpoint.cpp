@@ -8,12 +8,14 @@
 #include <map>
 
 #include "rlparity/model/checkpoint_writer.hpp"
+#include "rlparity/model/kernel_style.hpp"
 #include "rlparity/util/error.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"Write a random Hugging Face-format checkpoint (config.json + safetensors)"};
   rlp::RandomCheckpointOptions o;
-  std::string dtype = "f32";
+  std::string dtype = "f32", quantize = "none", quant_convention = "nemo-refit";
+  bool quant_pow2 = false;
   app.add_option("--arch", o.arch, "llama | llama3 | qwen2 | qwen3 | mistral")
       ->check(CLI::IsMember({"llama", "llama3", "qwen2", "qwen3", "mistral"}))
       ->capture_default_str();
@@ -25,9 +27,20 @@ int main(int argc, char** argv) {
   app.add_option("--head-dim", o.head_dim, "head dimension (0: hidden / heads)")->capture_default_str();
   app.add_option("--vocab", o.vocab, "vocabulary size")->capture_default_str();
   app.add_option("--max-pos", o.max_pos, "max_position_embeddings")->capture_default_str();
-  app.add_option("--dtype", dtype, "f32 | bf16 | f16")
-      ->check(CLI::IsMember({"f32", "bf16", "f16"}))
+  app.add_option("--dtype", dtype, "f32 | bf16 | f16 | fp8 (= bf16 with --quantize fp8-block)")
+      ->check(CLI::IsMember({"f32", "bf16", "f16", "fp8"}))
       ->capture_default_str();
+  app.add_option("--quantize", quantize,
+                 "fp8-block: decoder linears as F8_E4M3 codes + float32 weight_scale_inv per 128x128 block "
+                 "(the DeepSeek-V3 / Qwen3-FP8 layout), quantized from the --dtype master")
+      ->check(CLI::IsMember({"none", "fp8-block"}))
+      ->capture_default_str();
+  app.add_option("--quant-convention", quant_convention,
+                 "scale convention of --quantize (nemo-refit: scale 448/amax, clamp, cast, as transformers' "
+                 "Fp8Quantize)")
+      ->check(CLI::IsMember({"te", "vllm", "deepgemm", "nemo-refit"}))
+      ->capture_default_str();
+  app.add_flag("--quant-pow2", quant_pow2, "power-of-2 scales for --quantize");
   app.add_flag("--tied,!--untied", o.tied, "tie lm_head to the embeddings (default: untied)");
   app.add_option("--shards", o.shards, "number of safetensors shards (>1 writes an index)")
       ->capture_default_str();
@@ -39,7 +52,14 @@ int main(int argc, char** argv) {
   app.add_option("--outlier-channel", o.outlier_channel, "the outlier input channel")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
-  o.dtype = dtype == "bf16" ? rlp::DType::bf16 : dtype == "f16" ? rlp::DType::fp16 : rlp::DType::fp32;
+  o.dtype = dtype == "bf16" || dtype == "fp8" ? rlp::DType::bf16
+            : dtype == "f16"                  ? rlp::DType::fp16
+                                              : rlp::DType::fp32;
+  o.fp8_block = dtype == "fp8" || quantize == "fp8-block";
+  rlp::PathStyle knobs;  // the knob table spells the conventions
+  rlp::set_knob(knobs, "weight-quant", quant_convention);
+  o.quant.convention = knobs.weight_quant;
+  o.quant.pow2 = quant_pow2;
   try {
     rlp::write_random_checkpoint(o);
   } catch (const rlp::Error& e) {

@@ -201,6 +201,8 @@ inline void load_as_float(const uint8_t* p, DType dtype, size_t n, float* out) {
         out[i] = num::fp16_bits_to_float(b);
       }
       break;
+    case DType::e4m3:  // codes without their block scales: inspect_checkpoint dequantizes first
+      RLP_THROW("inspect_matrix: F8_E4M3 data must be dequantized before (TensorView::to_float)");
   }
 }
 

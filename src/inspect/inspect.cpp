@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <iterator>
 #include <limits>
@@ -12,6 +13,7 @@
 
 #include "rlparity/metrics/statistics.hpp"
 #include "rlparity/model/weights.hpp"
+#include "rlparity/numerics/quantize.hpp"
 #include "rlparity/util/error.hpp"
 
 namespace rlp {
@@ -62,6 +64,44 @@ bool is_fp8_weight(const std::string& name, int* layer, std::string* proj) {
   return false;
 }
 
+namespace {
+
+std::vector<StoredComparison> compare_stored(const TensorView& t, const std::vector<float>& master) {
+  const int rows = static_cast<int>(t.shape[0]), cols = static_cast<int>(t.shape[1]);
+  std::vector<float> stored_scales(static_cast<std::size_t>(t.scale_inv->numel()));
+  t.scale_inv->to_float(stored_scales.data());
+  std::vector<StoredComparison> out;
+  for (int mode = 0; mode < 2; ++mode) {
+    for (const ScaleConvention c : inspect_conventions()) {
+      num::ScaleOptions o;
+      o.convention = c;
+      o.pow2 = mode == 1;
+      const num::Fp8Tensor q = num::quantize_blocks(master.data(), rows, cols, t.block_rows, t.block_cols, o);
+      StoredComparison sc;
+      sc.convention = c;
+      sc.pow2 = o.pow2;
+      int64_t codes = 0, scales = 0;
+      for (std::size_t i = 0; i < q.codes.size(); ++i) codes += q.codes[i] != t.data[i];
+      sc.scale_ratio_min = std::numeric_limits<double>::infinity();
+      sc.scale_ratio_max = 0.0;
+      for (std::size_t b = 0; b < q.scale_inv.size(); ++b) {
+        scales += std::bit_cast<uint32_t>(q.scale_inv[b]) != std::bit_cast<uint32_t>(stored_scales[b]);
+        const double ratio = static_cast<double>(stored_scales[b]) / static_cast<double>(q.scale_inv[b]);
+        sc.scale_ratio_min = std::min(sc.scale_ratio_min, ratio);
+        sc.scale_ratio_max = std::max(sc.scale_ratio_max, ratio);
+      }
+      sc.codes_differ_frac =
+          q.codes.empty() ? 0.0 : static_cast<double>(codes) / static_cast<double>(q.codes.size());
+      sc.scales_differ_frac =
+          q.scale_inv.empty() ? 0.0 : static_cast<double>(scales) / static_cast<double>(q.scale_inv.size());
+      out.push_back(sc);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 InspectResult inspect_checkpoint(const Checkpoint& ckpt, const InspectOptions& options) {
   const ModelSpec& spec = ckpt.spec();
   InspectResult r;
@@ -81,8 +121,19 @@ InspectResult inspect_checkpoint(const Checkpoint& ckpt, const InspectOptions& o
       ti.cols = t.shape[1];
       ti.blocks =
           ((ti.rows + options.block - 1) / options.block) * ((ti.cols + options.block - 1) / options.block);
-      ti.stats = inspect_matrix(t.data, t.dtype, ti.rows, ti.cols, options.block, inspect_conventions(),
-                                &ti.amax_min, &ti.amax_median, &ti.amax_max);
+      if (t.dtype == DType::e4m3) {
+        // The statistics of the master a trainer holds (the dequantized values), then the stored
+        // codes against each convention's requantization of it.
+        std::vector<float> master(static_cast<std::size_t>(t.numel()));
+        t.to_float(master.data());
+        ti.stats =
+            inspect_matrix(reinterpret_cast<const uint8_t*>(master.data()), DType::fp32, ti.rows, ti.cols,
+                           options.block, inspect_conventions(), &ti.amax_min, &ti.amax_median, &ti.amax_max);
+        ti.stored = compare_stored(t, master);
+      } else {
+        ti.stats = inspect_matrix(t.data, t.dtype, ti.rows, ti.cols, options.block, inspect_conventions(),
+                                  &ti.amax_min, &ti.amax_median, &ti.amax_max);
+      }
       r.bytes_per_pass += static_cast<int64_t>(t.nbytes);
       r.tensors.push_back(std::move(ti));
     }

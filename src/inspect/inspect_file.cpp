@@ -66,6 +66,13 @@ void write_inspect_file(const std::string& path, const InspectResult& r, const s
         g.write_attr<int64_t>(pre + "nonfinite", q.nonfinite);
         g.write_attr<double>(pre + "blocks_differ_frac", q.blocks_differ_frac);
       }
+      for (const auto& q : t.stored) {  // a pre-quantized fp8 tensor only
+        const std::string pre = "stored_" + stats_prefix(q.convention, q.pow2);
+        g.write_attr<double>(pre + "codes_differ_frac", q.codes_differ_frac);
+        g.write_attr<double>(pre + "scales_differ_frac", q.scales_differ_frac);
+        g.write_attr<double>(pre + "scale_ratio_min", q.scale_ratio_min);
+        g.write_attr<double>(pre + "scale_ratio_max", q.scale_ratio_max);
+      }
       g.close();
     }
     tensors.close();

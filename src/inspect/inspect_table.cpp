@@ -41,6 +41,26 @@ std::string format_inspect(const InspectResult& r, std::size_t max_rows) {
   }
   if (n < r.tensors.size())
     s += fmt::format("... {} more tensors (all in the HDF5 output)\n", r.tensors.size() - n);
+  // A pre-quantized fp8 checkpoint: its stored codes against each convention's requantization.
+  bool header = false;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto& t = r.tensors[i];
+    if (t.stored.empty()) continue;
+    if (!header) {
+      s += fmt::format("{:<34} | {:^47} | {:^47}\n", "stored fp8 codes vs requantized",
+                       "codes differ %, scale ratio range: fp32", "pow2");
+      header = true;
+    }
+    s += fmt::format("{:<34} |", t.name.rfind("model.", 0) == 0 ? t.name.substr(6) : t.name);
+    for (std::size_t k = 0; k < t.stored.size(); ++k) {
+      const StoredComparison& q = t.stored[k];
+      s += fmt::format(" {}:{:.1f}%", convention_name(q.convention), 100.0 * q.codes_differ_frac);
+      if (q.scale_ratio_min != 1.0 || q.scale_ratio_max != 1.0)
+        s += fmt::format("[{:.3g}..{:.3g}]", q.scale_ratio_min, q.scale_ratio_max);
+      if (k + 1 == t.stored.size() / 2) s += " |";
+    }
+    s += "\n";
+  }
   s += "recommendation: " + r.recommendation + "\n";
   return s;
 }

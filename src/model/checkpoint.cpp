@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -33,11 +34,20 @@ const char* dtype_name(DType d) {
     case DType::fp32: return "F32";
     case DType::bf16: return "BF16";
     case DType::fp16: return "F16";
+    case DType::e4m3: return "F8_E4M3";
   }
   return "?";
 }
 
-std::size_t dtype_size(DType d) { return d == DType::fp32 ? 4 : 2; }
+std::size_t dtype_size(DType d) {
+  switch (d) {
+    case DType::fp32: return 4;
+    case DType::bf16:
+    case DType::fp16: return 2;
+    case DType::e4m3: return 1;
+  }
+  return 1;
+}
 
 int64_t TensorView::numel() const {
   int64_t n = 1;
@@ -63,12 +73,26 @@ inline uint64_t load64(const uint8_t* p) {
 }
 }  // namespace
 
+float TensorView::block_scale_inv(int64_t r, int64_t c) const {
+  const int64_t scale_cols = scale_inv->shape[1];
+  return num::bits_f32(
+      load32(scale_inv->data + 4 * static_cast<std::size_t>((r / block_rows) * scale_cols + c / block_cols)));
+}
+
+namespace {
+float e4m3_code(uint8_t c) { return num::fp8_to_float(c, num::Fp8Kind::e4m3); }
+}  // namespace
+
 float TensorView::at(int64_t i) const {
   const auto k = static_cast<std::size_t>(i);
   switch (dtype) {
     case DType::fp32: return num::bits_f32(load32(data + 4 * k));
     case DType::bf16: return num::bf16_bits_to_float(load16(data + 2 * k));
     case DType::fp16: return num::fp16_bits_to_float(load16(data + 2 * k));
+    case DType::e4m3: {
+      const int64_t cols = shape[1];
+      return e4m3_code(data[k]) * block_scale_inv(i / cols, i % cols);
+    }
   }
   return 0.0f;
 }
@@ -83,11 +107,27 @@ void TensorView::to_float(float* out) const {
     case DType::fp16:
       for (std::size_t i = 0; i < n; ++i) out[i] = num::fp16_bits_to_float(load16(data + 2 * i));
       break;
+    case DType::e4m3: {
+      const int64_t rows = shape[0], cols = shape[1];
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) {
+          const auto k = static_cast<std::size_t>(r * cols + c);
+          out[k] = e4m3_code(data[k]) * block_scale_inv(r, c);
+        }
+      break;
+    }
   }
 }
 
 void TensorView::to_double(double* out) const {
   const int64_t n = numel();
+  if (dtype == DType::e4m3) {
+    const int64_t cols = shape[1];
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = static_cast<double>(e4m3_code(data[static_cast<std::size_t>(i)])) *
+               static_cast<double>(block_scale_inv(i / cols, i % cols));
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<double>(at(i));
 }
 
@@ -156,6 +196,7 @@ bool is_nonfinite(const uint8_t* p, DType d) {
     case DType::fp32: return (load32(p) & 0x7F800000u) == 0x7F800000u;
     case DType::bf16: return (load16(p) & 0x7F80u) == 0x7F80u;
     case DType::fp16: return (load16(p) & 0x7C00u) == 0x7C00u;
+    case DType::e4m3: return (*p & 0x7Fu) == 0x7Fu;  // e4m3fn: no inf, NaN = S.1111.111
   }
   return false;
 }
@@ -165,6 +206,11 @@ bool is_nonfinite(const uint8_t* p, DType d) {
 // bit exactly when every exponent bit is set (inf or NaN), without crossing lanes. The exact index
 // is searched only if something was found.
 int64_t first_nonfinite(const uint8_t* p, std::size_t n, DType d) {
+  if (d == DType::e4m3) {
+    for (std::size_t i = 0; i < n; ++i)
+      if (is_nonfinite(p + i, d)) return static_cast<int64_t>(i);
+    return -1;
+  }
   uint64_t mask, add, top;
   if (d == DType::fp32) {
     mask = 0x7F8000007F800000ull, add = 0x0080000000800000ull, top = 0x8000000080000000ull;
@@ -253,6 +299,8 @@ std::vector<Required> required_tensors(const ModelSpec& s) {
 }
 
 constexpr uint64_t kHashUnit = 1ull << 20;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 }  // namespace
 
 // ---- Checkpoint --------------------------------------------------------------------------------
@@ -272,6 +320,75 @@ struct Checkpoint::Impl {
     return it == tensors.end() ? nullptr : &it->second;
   }
 };
+
+namespace {
+// The block-scaled fp8 layout (ModelSpec::fp8): every F8_E4M3 tensor is a decoder linear's weight
+// with a float32 `<base>.weight_scale_inv` of shape [ceil(out/128), ceil(in/128)] (vLLM's
+// Fp8LinearMethod.create_weights registers exactly that BlockQuantScaleParameter; the name
+// "weight_scale_inv" is DeepSeek-V3's), whose entries are finite and positive. Links each weight to
+// its scales and marks the scales as used.
+void validate_fp8_tensors(const ModelSpec& spec, std::map<std::string, TensorView>& tensors,
+                          const std::string& config_path, std::set<std::string>& required_names) {
+  std::set<std::string> linears;
+  for (int l = 0; l < spec.layers; ++l)
+    for (const char* p : {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                          "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"})
+      linears.insert(layer_tensor_name(l, p));
+  for (auto& [name, v] : tensors) {
+    if (v.dtype != DType::e4m3) continue;
+    if (!spec.fp8.enabled)
+      RLP_THROW_INPUT(
+          "{}: tensor '{}' is F8_E4M3 but {} has no quantization_config (a block-scaled fp8 checkpoint "
+          "states "
+          "quant_method \"fp8\" and weight_block_size)",
+          v.file, name, config_path);
+    const std::string suffix = ".weight";
+    const std::string base =
+        name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0
+            ? name.substr(0, name.size() - suffix.size())
+            : std::string();
+    if (!linears.count(base))
+      RLP_THROW_INPUT(
+          "{}: tensor '{}' is F8_E4M3, but only the decoder linears' weights (q/k/v/o/gate/up/down_proj) are "
+          "quantized in this layout; norms, embeddings and lm_head stay unquantized",
+          v.file, name);
+    if (spec.fp8.is_not_converted(base))
+      RLP_THROW_INPUT(
+          "{}: tensor '{}' is F8_E4M3 but {} lists '{}' as not converted (modules_to_not_convert / "
+          "ignored_layers)",
+          v.file, name, config_path, base);
+    if (v.shape.size() != 2)
+      RLP_THROW_INPUT("{}: tensor '{}' is F8_E4M3 with shape {}; a quantized linear weight is 2-D", v.file,
+                      name, shape_str(v.shape));
+    const std::string sname = base + ".weight_scale_inv";
+    auto it = tensors.find(sname);
+    if (it == tensors.end())
+      RLP_THROW_INPUT("{}: tensor '{}' is F8_E4M3 but its block scales '{}' are missing", v.file, name,
+                      sname);
+    const TensorView& sc = it->second;
+    if (sc.dtype != DType::fp32)
+      RLP_THROW_INPUT("{}: tensor '{}' is {}; block scales must be F32", sc.file, sname,
+                      dtype_name(sc.dtype));
+    const int64_t br = spec.fp8.block_rows, bc = spec.fp8.block_cols;
+    const std::vector<int64_t> want = {ceil_div(v.shape[0], br), ceil_div(v.shape[1], bc)};
+    if (sc.shape != want)
+      RLP_THROW_INPUT(
+          "{}: tensor '{}' has shape {} but '{}' {} in {}x{} blocks needs {} ([ceil(out/{}), ceil(in/{})])",
+          sc.file, sname, shape_str(sc.shape), name, shape_str(v.shape), br, bc, shape_str(want), br, bc);
+    for (int64_t b = 0; b < want[0] * want[1]; ++b) {
+      const float s = num::bits_f32(load32(sc.data + 4 * static_cast<std::size_t>(b)));
+      if (!(s > 0.0f) || !std::isfinite(s))
+        RLP_THROW_INPUT(
+            "{}: tensor '{}' has scale_inv {} at block [{}, {}]; block scales must be finite and positive",
+            sc.file, sname, s, b / want[1], b % want[1]);
+    }
+    v.scale_inv = &sc;
+    v.block_rows = static_cast<int>(br);
+    v.block_cols = static_cast<int>(bc);
+    required_names.insert(sname);
+  }
+}
+}  // namespace
 
 Checkpoint::Checkpoint(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Checkpoint::Checkpoint(Checkpoint&&) noexcept = default;
@@ -427,6 +544,8 @@ Checkpoint Checkpoint::open(const std::string& dir_in, const CheckpointOptions& 
       // (a different shape or dtype is reported below, by name)
     }
   }
+
+  validate_fp8_tensors(spec, impl->tensors, config_path.string(), required_names);
 
   // The architecture's tensors, by name and shape.
   const std::vector<Required> req = required_tensors(spec);

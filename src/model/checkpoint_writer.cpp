@@ -7,6 +7,7 @@
 #include <random>
 
 #include "rlparity/numerics/formats.hpp"
+#include "rlparity/numerics/quantize.hpp"
 #include "rlparity/util/error.hpp"
 
 namespace rlp {
@@ -27,6 +28,8 @@ TensorData make_tensor(const std::string& name, DType dtype, std::vector<int64_t
   for (std::size_t i = 0; i < values.size(); ++i) {
     if (dtype == DType::fp32) {
       std::memcpy(p + 4 * i, &values[i], 4);
+    } else if (dtype == DType::e4m3) {
+      p[i] = num::float_to_fp8(values[i], num::Fp8Kind::e4m3, num::Saturation::satfinite);
     } else {
       const uint16_t b =
           dtype == DType::bf16 ? num::float_to_bf16_bits(values[i]) : num::float_to_fp16_bits(values[i]);
@@ -34,6 +37,20 @@ TensorData make_tensor(const std::string& name, DType dtype, std::vector<int64_t
     }
   }
   return t;
+}
+
+std::vector<TensorData> make_fp8_block_tensors(const std::string& base, int64_t rows, int64_t cols,
+                                               const std::vector<float>& master,
+                                               const num::ScaleOptions& opt) {
+  RLP_CHECK(static_cast<std::size_t>(rows * cols) == master.size(),
+            "make_fp8_block_tensors({}): {} values for {}x{}", base, master.size(), rows, cols);
+  const num::Fp8Tensor q =
+      num::quantize_blocks(master.data(), static_cast<int>(rows), static_cast<int>(cols), 128, 128, opt);
+  TensorData w{base + ".weight", DType::e4m3, {rows, cols}, q.codes};
+  TensorData s{base + ".weight_scale_inv", DType::fp32, {q.row_blocks(), q.col_blocks()}, {}};
+  s.bytes.resize(4 * q.scale_inv.size());
+  std::memcpy(s.bytes.data(), q.scale_inv.data(), s.bytes.size());
+  return {std::move(w), std::move(s)};
 }
 
 void write_safetensors(const std::string& path, const std::vector<TensorData>& tensors,
@@ -130,6 +147,12 @@ nlohmann::json random_checkpoint_config(const RandomCheckpointOptions& o) {
                       {"bos_token_id", 1},
                       {"eos_token_id", 2}};
   if (o.head_dim > 0 || o.arch == "qwen3") c["head_dim"] = head_dim_of(o);
+  // As Qwen3-8B-FP8's and DeepSeek-V3's config.json state it (vLLM Fp8Config.from_config reads it).
+  if (o.fp8_block)
+    c["quantization_config"] = {{"quant_method", "fp8"},
+                                {"fmt", "e4m3"},
+                                {"activation_scheme", "dynamic"},
+                                {"weight_block_size", {128, 128}}};
   if (o.arch == "llama") {
     c["rms_norm_eps"] = 1e-5;
     c["rope_theta"] = 10000.0;
@@ -203,6 +226,18 @@ void write_random_checkpoint(const RandomCheckpointOptions& o) {
         float& x = v[static_cast<std::size_t>(r * cols + o.outlier_channel)];
         x = static_cast<float>(x * o.outlier_scale);
       }
+    }
+    const std::string suffix = "_proj.weight";
+    if (o.fp8_block && name.rfind("model.layers.", 0) == 0 && name.size() > suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      // The master as `dtype` holds it, then quantized.
+      for (auto& x : v)
+        x = o.dtype == DType::bf16   ? num::bf16_bits_to_float(num::float_to_bf16_bits(x))
+            : o.dtype == DType::fp16 ? num::fp16_bits_to_float(num::float_to_fp16_bits(x))
+                                     : x;
+      for (auto& t : make_fp8_block_tensors(name.substr(0, name.size() - 7), shape[0], shape[1], v, o.quant))
+        tensors.push_back(std::move(t));
+      return;
     }
     tensors.push_back(make_tensor(name, o.dtype, std::move(shape), v));
   };

@@ -216,8 +216,26 @@ const std::vector<Knob>& knobs() {
                           format_names({num::Half16::bf16, num::Half16::fp16}), &PathStyle::act));
     t.push_back(bool_knob("linear", "linear layers in fp8 or in the activation dtype", &PathStyle::fp8_linear,
                           "fp8", "act"));
-    t.push_back(enum_knob("weight-quant", "fp8 weight scale convention (128x128 blocks)", kConventions,
-                          &PathStyle::weight_quant));
+    t.push_back(Knob{{"weight-quant", kConventions.allowed() + "|checkpoint",
+                      "fp8 weight scale convention (128x128 blocks); checkpoint: a pre-quantized fp8 "
+                      "checkpoint's own codes and scales"},
+                     [](PathStyle& s, const std::string& v) {
+                       if (v == "checkpoint") {
+                         s.weight_from_checkpoint = true;
+                         return;
+                       }
+                       for (const auto& [c, n] : kConventions.names)
+                         if (n == v) {
+                           s.weight_quant = c;
+                           s.weight_from_checkpoint = false;
+                           return;
+                         }
+                       bad_value("weight-quant", v, kConventions.allowed() + "|checkpoint");
+                     },
+                     [](const PathStyle& s) {
+                       return s.weight_from_checkpoint ? std::string("checkpoint")
+                                                       : kConventions.name(s.weight_quant);
+                     }});
     t.push_back(enum_knob("act-quant", "fp8 activation scale convention (1x128 groups)", kConventions,
                           &PathStyle::act_quant));
     t.push_back(bool_knob("pow2-scales", "power-of-2 fp8 scales", &PathStyle::pow2_scales));

@@ -2,6 +2,7 @@
 // would change the math is refused by name, and every error names the file and the key.
 #include "rlparity/model/model_spec.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -149,7 +150,81 @@ void parse_rope(const json& c, const std::string& src, ModelSpec& s) {
   rs.original_max_position_embeddings = static_cast<int>(omp);
 }
 
+// quantization_config of a block-scaled FP8 checkpoint. What vLLM's Fp8Config accepts for
+// block-wise checkpoints (vllm/model_executor/layers/quantization/fp8.py, Fp8Config.__init__ and
+// from_config): quant_method "fp8", activation_scheme "dynamic", a 2-element weight_block_size,
+// ignored_layers; transformers' FineGrainedFP8Config adds fmt and modules_to_not_convert.
+Fp8CheckpointQuant parse_quantization_config(const json& q, const std::string& src) {
+  const std::string k = "quantization_config";
+  if (!q.is_object()) RLP_THROW_INPUT("{}: key '{}': expected an object, got {}", src, k, q.dump());
+  auto str = [&](const char* f) -> std::string {
+    if (!present(q, f)) return {};
+    if (!q.at(f).is_string())
+      RLP_THROW_INPUT("{}: key '{}.{}': expected a string, got {}", src, k, f, q.at(f).dump());
+    return q.at(f).get<std::string>();
+  };
+  const std::string method = str("quant_method");
+  if (method != "fp8")
+    RLP_THROW_INPUT(
+        "{}: key '{}.quant_method' is '{}': only block-scaled fp8 checkpoints (quant_method \"fp8\" with "
+        "weight_block_size [128, 128]) are supported",
+        src, k, method.empty() ? "(missing)" : method);
+  Fp8CheckpointQuant f;
+  f.enabled = true;
+  const std::string fmt_name = str("fmt");
+  if (!fmt_name.empty() && fmt_name != "e4m3")
+    RLP_THROW_INPUT("{}: key '{}.fmt' is '{}': only e4m3 is supported", src, k, fmt_name);
+  const std::string act = str("activation_scheme");
+  if (!act.empty() && act != "dynamic")
+    RLP_THROW_INPUT(
+        "{}: key '{}.activation_scheme' is '{}': only dynamic activation scales are supported (as in vLLM's "
+        "block-wise fp8)",
+        src, k, act);
+  if (!present(q, "weight_block_size"))
+    RLP_THROW_INPUT(
+        "{}: key '{}.weight_block_size' is missing: per-tensor fp8 checkpoints are not supported (only "
+        "128x128 block scales)",
+        src, k);
+  const json& b = q.at("weight_block_size");
+  if (!b.is_array() || b.size() != 2)
+    RLP_THROW_INPUT("{}: key '{}.weight_block_size' must be a list of 2 integers, got {}", src, k, b.dump());
+  f.block_rows =
+      static_cast<int>(std::clamp<int64_t>(as_int(b[0], src, k + ".weight_block_size[0]"), -1, 1 << 30));
+  f.block_cols =
+      static_cast<int>(std::clamp<int64_t>(as_int(b[1], src, k + ".weight_block_size[1]"), -1, 1 << 30));
+  if (f.block_rows != 128 || f.block_cols != 128)
+    RLP_THROW_INPUT("{}: key '{}.weight_block_size' is {}: only [128, 128] is supported", src, k, b.dump());
+  for (const char* list : {"modules_to_not_convert", "ignored_layers"}) {
+    if (!present(q, list)) continue;
+    const json& l = q.at(list);
+    if (!l.is_array())
+      RLP_THROW_INPUT("{}: key '{}.{}': expected a list of names, got {}", src, k, list, l.dump());
+    for (std::size_t i = 0; i < l.size(); ++i) {
+      if (!l[i].is_string())
+        RLP_THROW_INPUT("{}: key '{}.{}[{}]': expected a string, got {}", src, k, list, i, l[i].dump());
+      f.not_converted.push_back(l[i].get<std::string>());
+    }
+  }
+  return f;
+}
+
 }  // namespace
+
+bool Fp8CheckpointQuant::is_not_converted(const std::string& module) const {
+  std::string starred;
+  for (std::size_t i = 0; i < module.size();) {
+    if (module[i] >= '0' && module[i] <= '9') {
+      starred.push_back('*');
+      while (i < module.size() && module[i] >= '0' && module[i] <= '9') ++i;
+    } else {
+      starred.push_back(module[i++]);
+    }
+  }
+  for (const auto& e : not_converted)
+    if (!e.empty() && (module.find(e) != std::string::npos || starred.find(e) != std::string::npos))
+      return true;
+  return false;
+}
 
 ModelSpec parse_model_spec(const nlohmann::json& c, const std::string& src) {
   if (!c.is_object()) RLP_THROW_INPUT("{}: expected a JSON object at the top level", src);
@@ -180,11 +255,7 @@ ModelSpec parse_model_spec(const nlohmann::json& c, const std::string& src) {
       RLP_THROW_INPUT("{}: key 'model_type' is {} but architectures says {} (model_type '{}')", src,
                       mt.dump(), s.arch_name, expected_model_type(s.arch));
   }
-  if (present(c, "quantization_config"))
-    RLP_THROW_INPUT(
-        "{}: key 'quantization_config': quantized checkpoints are not supported "
-        "(rlparity reads f32/bf16/f16 master weights)",
-        src);
+  if (present(c, "quantization_config")) s.fp8 = parse_quantization_config(c.at("quantization_config"), src);
 
   // Shapes.
   s.hidden = get_positive_int(c, src, "hidden_size");
@@ -278,12 +349,18 @@ nlohmann::json ModelSpec::to_json() const {
             {"high_freq_factor", rope_scaling.high_freq_factor},
             {"original_max_position_embeddings", rope_scaling.original_max_position_embeddings}};
   // (a json object keeps its keys sorted: the order written here does not reach the output)
-  return {{"arch", arch_name},      {"hidden", hidden},         {"intermediate", intermediate},
-          {"layers", layers},       {"heads", heads},           {"kv_heads", kv_heads},
-          {"head_dim", head_dim},   {"vocab", vocab},           {"max_positions", max_positions},
-          {"rms_eps", rms_eps},     {"rope_theta", rope_theta}, {"rope_scaling", rope},
-          {"qkv_bias", qkv_bias},   {"qk_norm", qk_norm},       {"tied_embeddings", tied_embeddings},
-          {"bos_token", bos_token}, {"eos_token", eos_token},   {"stop_tokens", stop_tokens}};
+  json j = {{"arch", arch_name},      {"hidden", hidden},         {"intermediate", intermediate},
+            {"layers", layers},       {"heads", heads},           {"kv_heads", kv_heads},
+            {"head_dim", head_dim},   {"vocab", vocab},           {"max_positions", max_positions},
+            {"rms_eps", rms_eps},     {"rope_theta", rope_theta}, {"rope_scaling", rope},
+            {"qkv_bias", qkv_bias},   {"qk_norm", qk_norm},       {"tied_embeddings", tied_embeddings},
+            {"bos_token", bos_token}, {"eos_token", eos_token},   {"stop_tokens", stop_tokens}};
+  // Recorded only for fp8 checkpoints: other run files keep their model_spec as it was.
+  if (fp8.enabled)
+    j["quantization"] = {{"method", "fp8"},
+                         {"weight_block_size", {fp8.block_rows, fp8.block_cols}},
+                         {"not_converted", fp8.not_converted}};
+  return j;
 }
 
 std::string layer_tensor_name(int layer, const std::string& suffix) {

@@ -52,15 +52,17 @@ bool parse_dtype(const std::string& s, DType& d) {
     d = DType::bf16;
   else if (s == "F16")
     d = DType::fp16;
+  else if (s == "F8_E4M3")  // the codes of a block-scaled fp8 linear (checked by Checkpoint::open)
+    d = DType::e4m3;
   else
     return false;
   return true;
 }
 
 bool known_unsupported_dtype(const std::string& s) {
-  static const std::set<std::string> k = {"F64",     "I64",     "I32",     "I16",  "I8",      "U8",
-                                          "U16",     "U32",     "U64",     "BOOL", "F8_E4M3", "F8_E5M2",
-                                          "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4",   "C64"};
+  static const std::set<std::string> k = {"F64",     "I64",     "I32", "I16",  "I8",      "U8",
+                                          "U16",     "U32",     "U64", "BOOL", "F8_E5M2", "F8_E8M0",
+                                          "F6_E2M3", "F6_E3M2", "F4",  "C64"};
   return k.count(s) != 0;
 }
 
@@ -132,9 +134,10 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     const std::string ds = v.at("dtype").get<std::string>();
     if (!parse_dtype(ds, e.dtype)) {
       if (known_unsupported_dtype(ds))
-        RLP_THROW_INPUT("{}: tensor '{}': dtype {} is not supported (supported: F32, BF16, F16)", path, name,
-                        ds);
-      RLP_THROW_INPUT("{}: tensor '{}': unknown dtype '{}' (supported: F32, BF16, F16)", path, name, ds);
+        RLP_THROW_INPUT("{}: tensor '{}': dtype {} is not supported (supported: F32, BF16, F16, F8_E4M3)",
+                        path, name, ds);
+      RLP_THROW_INPUT("{}: tensor '{}': unknown dtype '{}' (supported: F32, BF16, F16, F8_E4M3)", path, name,
+                      ds);
     }
     if (!v.contains("shape") || !v.at("shape").is_array())
       RLP_THROW_INPUT("{}: tensor '{}': missing or non-list 'shape'", path, name);

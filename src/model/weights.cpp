@@ -55,9 +55,23 @@ PreparedLinear prepare_linear(const Checkpoint& ckpt, const std::string& base, c
   PreparedLinear lin;
   lin.out = static_cast<int>(t.shape[0]);
   lin.in = static_cast<int>(t.shape[1]);
-  lin.fp8 = fp8;
-  if (fp8) {
-    // The trainer's master weights (as stored) are what the refit quantizes: no bf16 detour.
+  // weight-quant checkpoint: a linear the checkpoint stores unquantized (modules_to_not_convert)
+  // runs in the act dtype, as vLLM's UnquantizedLinearMethod runs it.
+  lin.fp8 = fp8 && (!style.weight_from_checkpoint || t.dtype == DType::e4m3);
+  if (lin.fp8 && style.weight_from_checkpoint) {
+    // The checkpoint's own codes and scales, verbatim (vLLM's Fp8LinearMethod
+    // process_weights_after_loading keeps weight and weight_scale_inv as loaded).
+    lin.wq.rows = lin.out;
+    lin.wq.cols = lin.in;
+    lin.wq.block_rows = t.block_rows;
+    lin.wq.block_cols = t.block_cols;
+    lin.wq.kind = num::Fp8Kind::e4m3;
+    lin.wq.codes.assign(t.data, t.data + t.nbytes);
+    lin.wq.scale_inv.resize(static_cast<std::size_t>(t.scale_inv->numel()));
+    t.scale_inv->to_float(lin.wq.scale_inv.data());
+  } else if (lin.fp8) {
+    // The trainer's master weights (as stored; an fp8 checkpoint's dequantized values) are what the
+    // refit quantizes: no bf16 detour.
     std::vector<float> master(static_cast<std::size_t>(t.numel()));
     t.to_float(master.data());
     lin.wq = num::quantize_blocks(master.data(), lin.out, lin.in, 128, 128, style.weight_scale_options());
@@ -72,6 +86,9 @@ PreparedLinear prepare_linear(const Checkpoint& ckpt, const std::string& base, c
 
 std::string weights_key(const PathStyle& s) {
   if (!s.fp8_linear) return fmt::format("act={}", static_cast<int>(s.act));
+  if (s.weight_from_checkpoint)
+    return fmt::format("act={};fp8;first={};last={};wq=checkpoint", static_cast<int>(s.act),
+                       s.bf16_first_layers, s.bf16_last_layers);
   const num::ScaleOptions o = s.weight_scale_options();
   return fmt::format("act={};fp8;first={};last={};wq={};pow2={};eps={};kind={}", static_cast<int>(s.act),
                      s.bf16_first_layers, s.bf16_last_layers, static_cast<int>(o.convention), o.pow2, o.eps,

@@ -38,8 +38,18 @@ Recipe make_recipe(const std::string& name, const RecipeOptions& o) {
       style->pow2_scales = o.pow2_scales;
     }
   }
+  // A pre-quantized fp8 checkpoint: generation uses its codes and scales verbatim, as vLLM does;
+  // training requantizes the (dequantized) master with its own convention.
+  r.gen.weight_from_checkpoint = o.fp8_checkpoint;
   for (const auto& [k, v] : o.gen_knobs) set_knob(r.gen, k, v);
   for (const auto& [k, v] : o.train_knobs) set_knob(r.train, k, v);
+  if (!o.fp8_checkpoint)
+    for (const PathStyle* s : {&r.gen, &r.train})
+      if (s->weight_from_checkpoint)
+        RLP_THROW_INPUT(
+            "--{}-weight-quant checkpoint: the checkpoint is not fp8 (config.json has no quantization_config "
+            "with quant_method fp8); choose te, vllm, deepgemm or nemo-refit",
+            s->name);
   return r;
 }
 

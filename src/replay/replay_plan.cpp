@@ -58,13 +58,14 @@ ReplayPlan make_replay_plan(const ModelSpec& spec, const ReplayOptions& options,
   ReplayPlan plan;
   plan.spec = spec;
   plan.options = options;
+  plan.options.recipe.fp8_checkpoint = spec.fp8.enabled;
   plan.threads = options.threads.value_or(thread_count());
   if (options.recipes.empty()) RLP_THROW_INPUT("no recipes given");
   if (!(options.is_cap > 1.0)) RLP_THROW_INPUT("--is-cap must be > 1 (got {})", options.is_cap);
   for (const auto& name : options.recipes) {
     for (const auto& r : plan.recipes)
       if (r.name == name) RLP_THROW_INPUT("recipe '{}' given twice", name);
-    plan.recipes.push_back(make_recipe(name, options.recipe));
+    plan.recipes.push_back(make_recipe(name, plan.options.recipe));
   }
   for (const auto& r : plan.recipes)
     for (const PathStyle* s : {&r.gen, &r.train}) check_tensor_parallel(*s, spec);
@@ -73,7 +74,7 @@ ReplayPlan make_replay_plan(const ModelSpec& spec, const ReplayOptions& options,
       if (s->bf16_first_layers + s->bf16_last_layers > spec.layers)
         RLP_THROW_INPUT("--bf16-first-layers + --bf16-last-layers = {} exceeds the model's {} layers",
                         s->bf16_first_layers + s->bf16_last_layers, spec.layers);
-  plan.sampler = make_recipe(options.sample_recipe, options.recipe);
+  plan.sampler = make_recipe(options.sample_recipe, plan.options.recipe);
   plan.sampler.gen.kv_cache = KvCacheDtype::bf16;
   check_tensor_parallel(plan.sampler.gen, spec);
 

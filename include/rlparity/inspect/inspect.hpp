@@ -22,6 +22,18 @@ const char* convention_name(num::ScaleConvention c);
 // The four conventions in report order (te first: the others are compared against it).
 const std::vector<num::ScaleConvention>& inspect_conventions();
 
+// A pre-quantized fp8 checkpoint's stored codes and scales against what one convention x scale
+// mode produces when it requantizes the dequantized master (128x128 blocks): does requantizing
+// this checkpoint for training change it?
+struct StoredComparison {
+  num::ScaleConvention convention = num::ScaleConvention::te;
+  bool pow2 = false;
+  double codes_differ_frac = 0.0;   // elements whose fp8 code differs from the stored one
+  double scales_differ_frac = 0.0;  // blocks whose scale_inv differs (bitwise) from the stored one
+  double scale_ratio_min = 1.0;     // min / max over blocks of stored scale_inv / requantized scale_inv
+  double scale_ratio_max = 1.0;
+};
+
 struct TensorInspection {
   std::string name;
   int layer = -1;     // decoder layer index, from "model.layers.<i>."
@@ -31,7 +43,9 @@ struct TensorInspection {
   int64_t blocks = 0;                                        // 128x128 blocks (edge blocks partial)
   double amax_min = 0.0, amax_median = 0.0, amax_max = 0.0;  // over blocks; median = nearest rank
   std::vector<QuantStats> stats;  // inspect_conventions() x {fp32, pow2}: index 2*c + pow2
-  double worst_snr_db() const;    // min over stats
+  // Only for a tensor stored F8_E4M3 (stats are then of its dequantized master): in the same order.
+  std::vector<StoredComparison> stored;
+  double worst_snr_db() const;  // min over stats
   const QuantStats& find(num::ScaleConvention c, bool pow2) const;
 };
 

@@ -20,11 +20,13 @@
 
 namespace rlp {
 
-// The formats a checkpoint tensor may be stored in: a view of num::Format.
+// The formats a checkpoint tensor may be stored in: a view of num::Format. e4m3 (safetensors
+// F8_E4M3) only as the codes of a block-scaled fp8 linear (ModelSpec::fp8).
 enum class DType : uint8_t {
   fp32 = static_cast<uint8_t>(num::Format::fp32),
   bf16 = static_cast<uint8_t>(num::Format::bf16),
   fp16 = static_cast<uint8_t>(num::Format::fp16),
+  e4m3 = static_cast<uint8_t>(num::Format::e4m3),
 };
 constexpr num::Format format_of(DType d) { return static_cast<num::Format>(d); }
 const char* dtype_name(DType d);
@@ -38,11 +40,21 @@ struct TensorView {
   const uint8_t* data = nullptr;  // into the mapping, valid while the Checkpoint lives
   std::size_t nbytes = 0;
 
+  // An e4m3 tensor's block scales (its `<base>.weight_scale_inv`, float32
+  // [ceil(rows/block_rows), ceil(cols/block_cols)]); validated at open. Null for other dtypes.
+  const TensorView* scale_inv = nullptr;
+  int block_rows = 0, block_cols = 0;
+
   int64_t numel() const;
-  // Element i widened exactly to float / double.
+  // The stored values: float widens f32/bf16/f16 exactly; an e4m3 tensor gives its dequantized
+  // master, code x scale_inv of its block as one fp32 multiply (transformers' Fp8Dequantize:
+  // `quantized.to(float32) * scales`). to_double gives the same values for f32/bf16/f16 and, for
+  // e4m3, the exact product (4 x 24 significant bits fit a double): what the float64 oracle uses.
   float at(int64_t i) const;
-  void to_float(float* out) const;  // exact widening (bf16/f16/f32 -> f32)
+  void to_float(float* out) const;
   void to_double(double* out) const;
+  // The float32 scale_inv of the block holding element (r, c) of an e4m3 tensor.
+  float block_scale_inv(int64_t r, int64_t c) const;
 };
 
 // XXH64 (the published xxHash 64-bit algorithm) of n bytes: the building block of content_hash().

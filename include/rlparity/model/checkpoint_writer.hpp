@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "rlparity/model/checkpoint.hpp"
+#include "rlparity/numerics/scaling.hpp"
 
 namespace rlp {
 
@@ -17,10 +18,17 @@ struct TensorData {
   std::vector<uint8_t> bytes;  // little-endian elements, numel * dtype_size(dtype) bytes
 };
 
-// Encodes float values in `dtype` (bf16/f16 rounded to nearest even). values.size() must equal
-// the shape's element count.
+// Encodes float values in `dtype` (bf16/f16 rounded to nearest even, e4m3 satfinite: values that
+// are e4m3 numbers are stored exactly). values.size() must equal the shape's element count.
 TensorData make_tensor(const std::string& name, DType dtype, std::vector<int64_t> shape,
                        const std::vector<float>& values);
+
+// The block-scaled fp8 form of a [rows x cols] master (ModelSpec::fp8's layout): `<base>.weight`
+// F8_E4M3 codes and `<base>.weight_scale_inv` float32 [ceil(rows/128), ceil(cols/128)], quantized
+// by num::quantize_blocks in the convention of `opt`.
+std::vector<TensorData> make_fp8_block_tensors(const std::string& base, int64_t rows, int64_t cols,
+                                               const std::vector<float>& master,
+                                               const num::ScaleOptions& opt);
 
 // Writes one safetensors file: 8-byte length, JSON header (padded with spaces to a multiple of 8,
 // as the reference writer does), then the tensors' bytes in the given order.
@@ -37,7 +45,11 @@ struct RandomCheckpointOptions {
   int head_dim = 0;  // 0: hidden / heads (written to config.json when given, always for qwen3)
   int vocab = 256;
   int max_pos = 512;
-  DType dtype = DType::fp32;
+  DType dtype = DType::fp32;  // every tensor's dtype; with fp8_block, of the unquantized ones
+  // Decoder linears written block-scaled fp8 (make_fp8_block_tensors) from the master rounded to
+  // `dtype`, with config.json's quantization_config; quant sets their convention.
+  bool fp8_block = false;
+  num::ScaleOptions quant = {num::ScaleConvention::nemo_refit, false, -1.0f, num::Fp8Kind::e4m3};
   bool tied = false;
   int shards = 1;  // > 1: model-0000k-of-0000N.safetensors + model.safetensors.index.json
   uint64_t seed = 0;

@@ -41,6 +41,10 @@ struct PathStyle {
   int bf16_first_layers = 0;  // on an fp8 path, keep these decoder layers' linears in act dtype
   int bf16_last_layers = 0;
   num::ScaleConvention weight_quant = num::ScaleConvention::te;
+  // weight-quant "checkpoint": the fp8 linears use a pre-quantized checkpoint's own codes and
+  // scales verbatim, as vLLM loads them (weight_quant and pow2 then act on activations only);
+  // refused by make_recipe when the checkpoint is not fp8.
+  bool weight_from_checkpoint = false;
   num::ScaleConvention act_quant = num::ScaleConvention::te;
   bool pow2_scales = false;
   num::Promotion fp8_promotion = num::Promotion::cublaslt;

@@ -17,6 +17,22 @@ struct RopeScaling {
   int original_max_position_embeddings = 8192;
 };
 
+// config.json's quantization_config for a pre-quantized block-scaled FP8 checkpoint (the layout of
+// DeepSeek-V3 and Qwen3 -FP8, loaded by vLLM's Fp8LinearMethod and transformers' finegrained_fp8):
+// each quantized linear stores F8_E4M3 codes `*.weight` and float32 `*.weight_scale_inv`, one per
+// block of block_rows x block_cols (dequantized value = code x scale_inv); everything else is
+// stored unquantized. Only 128 x 128 blocks, e4m3 and dynamic activations are accepted.
+struct Fp8CheckpointQuant {
+  bool enabled = false;
+  int block_rows = 128, block_cols = 128;
+  // modules_to_not_convert (transformers) and ignored_layers (vLLM): linears stored unquantized.
+  std::vector<std::string> not_converted;
+  // Is the linear `module` (e.g. "model.layers.3.mlp.down_proj") listed as not converted? An entry
+  // matches when it is a substring of the name or of the name with every digit run replaced by
+  // '*' (transformers' _replace_with_fp8_linear rule, which covers vLLM's exact-prefix match).
+  bool is_not_converted(const std::string& module) const;
+};
+
 struct ModelSpec {
   Arch arch = Arch::llama;
   std::string arch_name;  // as in config.json, e.g. "LlamaForCausalLM"
@@ -38,6 +54,8 @@ struct ModelSpec {
   int eos_token = -1;            // the first of eos_token_id (an int or a list)
   std::vector<int> stop_tokens;  // every id that ends sampling: config.json's eos_token_id list,
                                  // then generation_config.json's (Checkpoint::open adds those)
+
+  Fp8CheckpointQuant fp8;  // quantization_config (block-scaled fp8), when the checkpoint has one
 
   nlohmann::json to_json() const;
 };

@@ -13,6 +13,9 @@ struct RecipeOptions {
   int bf16_first_layers = 0;
   int bf16_last_layers = 0;
   bool pow2_scales = false;
+  // The checkpoint is pre-quantized fp8 (ModelSpec::fp8): weight-quant checkpoint becomes the
+  // generation default and is allowed at all (make_replay_plan sets it from the spec).
+  bool fp8_checkpoint = false;
   // (knob, value) pairs applied to every recipe's generation / training path after the recipe.
   std::vector<std::pair<std::string, std::string>> gen_knobs, train_knobs;
 };
