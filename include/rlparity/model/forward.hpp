@@ -69,7 +69,7 @@ void forward(const Ops& ops, typename Ops::Cache& cache, const int32_t* tokens, 
   auto attend = [&](int l, const Mat& q, const Mat& k, const Mat& v, Mat& out) {
     ops.attention(l, q, k, v, pos0, cache, out);
   };
-  forward_rows(ops, tokens, n, positions.data(), true, attend, logprobs, hook);
+  forward_rows(ops, tokens, n, positions.data(), false, attend, logprobs, hook);
   cache.length = pos0 + n;
 }
 
