@@ -173,6 +173,19 @@ MemoryEstimate estimate_replay_memory(const ReplayPlan& plan, const std::vector<
                   group_hi),
       group_bytes);
 
+  // A layer-wise decode (the CPU paths' default) runs up to kLayerwiseDecodeRows steps' rows of a
+  // group through one forward call (at least one row per sequence): that call's activations and
+  // logits, beside the group's kept rows.
+  const bool layerwise = opt.decode_eval == DecodeEval::layerwise && !opt.backend &&
+                         std::any_of(plan.recipes.begin(), plan.recipes.end(),
+                                     [](const Recipe& r) { return r.gen.mode == SequenceMode::decode; });
+  if (layerwise) {
+    const uint64_t rows = std::min(std::max<uint64_t>(u(kLayerwiseDecodeRows), group_hi),
+                                   sat_mul(group_hi, std::max<uint64_t>(1, longest_r - 1)));
+    est.parts.emplace_back(fmt::format("layer-wise decode: one call of up to {} rows", rows),
+                           path_bytes(spec, rows, 0, 4));
+  }
+
   // The run's results: per-token metrics (8 doubles per recipe + oracle + engine), per-layer sums,
   // token ids and offsets.
   const uint64_t NR = plan.recipes.size();

@@ -254,7 +254,7 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
   auto make_runner = [&](const PathStyle& s, std::size_t form) -> std::unique_ptr<PathRunner> {
     if (opt.backend && opt.backend->make_runner)
       return opt.backend->make_runner(spec, weights_for(form), s, &kv_scales);
-    return std::make_unique<EmulatedRunner>(spec, weights_for(form), s, &kv_scales);
+    return std::make_unique<EmulatedRunner>(spec, weights_for(form), s, &kv_scales, opt.decode_eval);
   };
   for (std::size_t ri = 0; ri < recipes.size(); ++ri) {
     gen_ops.push_back(make_runner(recipes[ri].gen, plan.recipe_forms[ri].gen));

@@ -14,13 +14,27 @@
 //     prepared forms, from the run's own memory estimate, + the most KV-cache bytes live at once),
 //     and against the --max-memory estimate (documented as an upper bound).
 //
+// The generation paths decode the given responses layer by layer (DecodeEval::layerwise, the
+// default). --decode token-by-token replays with the token-by-token loop instead; --decode compare
+// runs the same replay both ways in this process (token by token first), checks that the run data
+// are identical, and reports the wall-time ratio and each way's generation-path time (the
+// decode-mode path runs inside run_replay, timed by a CPU backend that wraps the emulator's runner:
+// prefills and decode steps of the recipes' generation paths) as response tokens per second per
+// path. --workload 16x256 (16 sequences of 64 prompt + 192 response tokens, the default) or 1x4096
+// (1 sequence of 64 + 4032) picks issue 20's two workloads; counted as above: process start and
+// checkpoint writing/opening excluded, the whole run_replay (sampling, calibration, every path, the
+// oracle, metrics; no HDF5 write) included.
+//
 // usage: bench_replay [--threads N] [--recipes a,b,c] [--no-oracle] [--sequences S]
-//        [--prompt P] [--response R]
+//        [--prompt P] [--response R] [--workload 16x256|1x4096]
+//        [--decode layerwise|token-by-token|compare]
 // It is a plain program rather than a Google Benchmark: one replay is minutes long and runs once.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -39,6 +53,7 @@ struct Args {
   std::vector<std::string> recipes{"bf16", "fp8-gen", "fp8-e2e"};
   bool oracle = true;
   int sequences = 16, prompt = 64, response = 192;
+  std::string decode = "layerwise";  // layerwise | token-by-token | compare
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -71,10 +86,24 @@ bool parse(int argc, char** argv, Args& a) {
       a.prompt = std::stoi(value());
     else if (k == "--response")
       a.response = std::stoi(value());
-    else {
+    else if (k == "--workload") {
+      const std::string w = value();
+      if (w == "16x256") {
+        a.sequences = 16, a.prompt = 64, a.response = 192;
+      } else if (w == "1x4096") {
+        a.sequences = 1, a.prompt = 64, a.response = 4032;
+      } else {
+        throw std::runtime_error("--workload " + w + ": expected 16x256 or 1x4096");
+      }
+    } else if (k == "--decode") {
+      a.decode = value();
+      if (a.decode != "layerwise" && a.decode != "token-by-token" && a.decode != "compare")
+        throw std::runtime_error("--decode " + a.decode + ": expected layerwise, token-by-token or compare");
+    } else {
       fmt::print(stderr,
                  "usage: bench_replay [--threads N] [--recipes a,b,c] [--no-oracle] [--sequences S] "
-                 "[--prompt P] [--response R]\n");
+                 "[--prompt P] [--response R] [--workload 16x256|1x4096] "
+                 "[--decode layerwise|token-by-token|compare]\n");
       return false;
     }
   }
@@ -116,6 +145,62 @@ double kv_cache_bytes(const rlp::ModelSpec& sp, const Args& a, int threads) {
   return per_token * n * std::max(group * 4.0, workers * (a.oracle ? 8.0 : 4.0));
 }
 
+// The CPU emulator's path runner, each decode-mode run timed (the generation paths inside run_replay).
+class TimedRunner final : public rlp::PathRunner {
+ public:
+  TimedRunner(const rlp::ModelSpec& spec, const rlp::PreparedWeights& w, const rlp::PathStyle& style,
+              const rlp::KvScales* kv, rlp::DecodeEval decode, double& decode_seconds)
+      : inner_(spec, w, style, kv, decode), decode_seconds_(decode_seconds) {}
+  std::vector<rlp::PathOutput<Mat>> run(rlp::SequenceMode mode, const std::vector<rlp::SeqTokens>& seqs,
+                                        bool want_hidden) const override {
+    const auto t0 = rlp::bench::Clock::now();
+    auto out = inner_.run(mode, seqs, want_hidden);
+    if (mode == rlp::SequenceMode::decode) decode_seconds_ += rlp::bench::seconds_since(t0);
+    return out;
+  }
+
+ private:
+  rlp::EmulatedRunner inner_;
+  double& decode_seconds_;
+};
+
+struct TimedReplay {
+  rlp::RunData run;
+  double wall = 0, gen = 0, peak = -1;
+};
+
+// One replay with the generation paths' decode evaluated as `decode`, its wall time, the time of its
+// decode-mode path runs and its peak RSS (VmHWM reset just before).
+TimedReplay timed_replay(const rlp::Checkpoint& ck, const std::vector<rlp::InputSequence>& given,
+                         rlp::ReplayPlan plan, rlp::DecodeEval decode) {
+  TimedReplay r;
+  auto backend = std::make_shared<rlp::ReplayBackend>();
+  backend->name = "cpu";
+  backend->make_runner = [&r, decode](const rlp::ModelSpec& spec, const rlp::PreparedWeights& w,
+                                      const rlp::PathStyle& style,
+                                      const rlp::KvScales* kv) -> std::unique_ptr<rlp::PathRunner> {
+    return std::make_unique<TimedRunner>(spec, w, style, kv, decode, r.gen);
+  };
+  plan.options.backend = backend;
+  plan.options.decode_eval = decode;
+  std::vector<rlp::InputSequence> inputs = given;
+  const bool reset = rlp::bench::reset_peak_rss();
+  const auto t0 = rlp::bench::Clock::now();
+  r.run = rlp::run_replay(ck, inputs, plan);
+  r.wall = rlp::bench::seconds_since(t0);
+  if (reset) r.peak = rlp::bench::proc_status_bytes("VmHWM");
+  return r;
+}
+
+bool same_run_data(const rlp::RunData& a, const rlp::RunData& b) {
+  if (a.token_ids != b.token_ids || a.recipes.size() != b.recipes.size()) return false;
+  for (std::size_t i = 0; i < a.recipes.size(); ++i)
+    if (a.recipes[i].tokens != b.recipes[i].tokens || a.recipes[i].layers != b.recipes[i].layers ||
+        a.recipes[i].sequences != b.recipes[i].sequences || a.recipes[i].summary != b.recipes[i].summary)
+      return false;
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -148,11 +233,21 @@ int main(int argc, char** argv) {
         args.response, fmt::join(args.recipes, ","), args.oracle ? " + oracle" : "", threads);
 
     const rlp::bench::EigenRate before = rlp::bench::eigen_gemm_rate(threads);
-    const bool reset = rlp::bench::reset_peak_rss();
-    const auto t0 = rlp::bench::Clock::now();
-    const rlp::RunData run = rlp::run_replay(ck, inputs, plan);
-    const double wall = rlp::bench::seconds_since(t0);
-    const double peak = reset ? rlp::bench::proc_status_bytes("VmHWM") : -1;
+    const double scored_per_path = static_cast<double>(args.sequences) * args.response;
+    std::optional<TimedReplay> reference;
+    if (args.decode == "compare") {
+      reference = timed_replay(ck, inputs, plan, rlp::DecodeEval::token_by_token);
+      fmt::print(
+          "token-by-token decode: wall {:.1f} s, generation paths {:.1f} s ({:.1f} response tokens/s "
+          "per path)\n",
+          reference->wall, reference->gen,
+          scored_per_path * static_cast<double>(args.recipes.size()) / reference->gen);
+    }
+    const TimedReplay timed = timed_replay(
+        ck, inputs, plan,
+        args.decode == "token-by-token" ? rlp::DecodeEval::token_by_token : rlp::DecodeEval::layerwise);
+    const rlp::RunData& run = timed.run;
+    const double wall = timed.wall, peak = timed.peak;
     const rlp::bench::EigenRate after = rlp::bench::eigen_gemm_rate(threads);
     const double eigen_n = std::max(before.n_threads, after.n_threads);
     const double eigen_1 = std::max(before.one_thread, after.one_thread);
@@ -167,8 +262,19 @@ int main(int argc, char** argv) {
         static_cast<double>(args.sequences) * args.response * static_cast<double>(run.recipes.size());
     const double bound = 2.0 * (prepared_weight_bytes(est) + kv_cache_bytes(ck.spec(), args, threads));
 
-    fmt::print("\nsummary\n");
+    fmt::print("\nsummary ({} decode)\n", args.decode == "token-by-token" ? "token-by-token" : "layer-wise");
     fmt::print("  wall time               {:.1f} s\n", wall);
+    fmt::print("  generation paths        {:.1f} s: {:.1f} response tokens/s per path ({} paths)\n",
+               timed.gen, scored_per_path * static_cast<double>(run.recipes.size()) / timed.gen,
+               run.recipes.size());
+    if (reference) {
+      fmt::print(
+          "  layer-wise / token-by-token: wall {:.3f}x ({:.1f} s vs {:.1f} s), generation paths "
+          "{:.3f}x ({:.1f} s vs {:.1f} s); run data {}\n",
+          wall / reference->wall, wall, reference->wall, timed.gen / reference->gen, timed.gen,
+          reference->gen, same_run_data(reference->run, run) ? "identical" : "DIFFERENT");
+      if (!same_run_data(reference->run, run)) return 1;
+    }
     fmt::print(
         "  tokens/s                {:.1f} response tokens scored per s ({} recipes x {} tokens); "
         "{:.1f} positions computed per s over {} path runs\n",

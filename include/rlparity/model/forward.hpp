@@ -116,4 +116,51 @@ void forward_decode(const Ops& ops, const std::vector<typename Ops::Cache*>& cac
   for (int r = 0; r < n; ++r) caches[static_cast<std::size_t>(r)]->length = positions[r] + 1;
 }
 
+// Consecutive decode steps of one sequence whose tokens are already known (a replay's response):
+// positions [pos0, pos0 + n), whose earlier positions are in *cache.
+template <class Cache>
+struct KnownSteps {
+  Cache* cache = nullptr;
+  int pos0 = 0, n = 0;
+};
+
+// Decode steps with known tokens, evaluated layer by layer: the rows of every run (concatenated in
+// order in `tokens`, `logprobs` and the hook's rows) go through each layer together. Position t in
+// layer l needs only layer l-1's output at t and layer l's keys/values of positions < t, which the
+// same call wrote before (earlier rows of the run) or the cache holds (earlier calls). Every op is
+// called as in forward_decode (decode_step: kernel selection sees the decode batch as M, never the
+// row count), and a row attends to its own sequence's cache as a one-row step at its position
+// would; so for an Ops whose decode rows do not depend on how many rows a call holds (EmulatedOps:
+// see run_path_group) this gives forward_decode's bits, one step after another, from GEMMs over
+// many rows.
+template <ForwardOps Ops>
+void forward_decode_known(const Ops& ops, const std::vector<KnownSteps<typename Ops::Cache>>& runs,
+                          const int32_t* tokens, typename Ops::Mat& logprobs,
+                          const LayerHook<typename Ops::Mat>& hook = {}) {
+  using Mat = typename Ops::Mat;
+  std::vector<int> positions;
+  for (const auto& r : runs)
+    for (int i = 0; i < r.n; ++i) positions.push_back(r.pos0 + i);
+  const int n = static_cast<int>(positions.size());
+  auto attend = [&](int l, const Mat& q, const Mat& k, const Mat& v, Mat& out) {
+    if (runs.size() == 1) {
+      ops.attention(l, q, k, v, runs[0].pos0, *runs[0].cache, out);
+      return;
+    }
+    out.resize(n, ops.spec().heads * ops.spec().head_dim);
+    Mat qr, kr, vr, orun;
+    int off = 0;
+    for (const auto& r : runs) {
+      qr = q.middleRows(off, r.n);
+      kr = k.middleRows(off, r.n);
+      vr = v.middleRows(off, r.n);
+      ops.attention(l, qr, kr, vr, r.pos0, *r.cache, orun);
+      out.middleRows(off, r.n) = orun;
+      off += r.n;
+    }
+  };
+  forward_rows(ops, tokens, n, positions.data(), true, attend, logprobs, hook);
+  for (const auto& r : runs) r.cache->length = r.pos0 + r.n;
+}
+
 }  // namespace rlp

@@ -17,6 +17,24 @@
 
 namespace rlp {
 
+// How a decode path evaluates the decode steps of responses it is given (a replay's tokens are
+// known before the path runs; sampling stays step by step in any case):
+//   token_by_token: one forward_decode call per step for the group's unfinished sequences (the
+//     reference, as an engine runs);
+//   layerwise: forward_decode_known over chunks of steps, each layer over all the chunk's rows at
+//     once. The same bits wherever the Ops computes a decode row whatever the call's row count:
+//     EmulatedOps does for every knob (GEMM order from the decode batch's M, fp8 activation scales
+//     per row and 128-group, the all-reduce message of one decode step, attention per row over its
+//     own prefix with partitions and blocks counted from position 0, the fp8 KV cache written
+//     before it is read). The CUDA backend with cuBLASLt GEMMs does not (cuBLASLt picks its
+//     algorithm from the real M), so it stays token by token.
+enum class DecodeEval { token_by_token, layerwise };
+
+// Rows per forward_decode_known call in a layer-wise decode: enough that the GEMMs run at their
+// many-row rate, few enough that the call's log-prob rows (rows x vocab floats) stay small beside
+// the group's kept rows.
+inline constexpr int kLayerwiseDecodeRows = 512;
+
 // Rows of the forward whose outputs predict the response tokens, and each layer's hidden state
 // at those rows.
 template <class Mat>
@@ -36,15 +54,21 @@ struct SeqTokens {
 // [0, prompt_len+response_len-1), the sequences in parallel. Decode: a prefill per sequence, then
 // decode steps that advance every unfinished sequence by one token in one call (one weight pass
 // per step for the whole group; rows are computed exactly as single-sequence steps would be, so
-// grouping does not change results).
+// grouping does not change results), or with DecodeEval::layerwise the same steps layer by layer
+// over chunks of steps of the whole group.
 // prefill_chunk: the decode prefill in chunks of that many prompt positions (forward_prefill).
 // full_rows = false keeps only each response token's log-prob (the oracle's use: its full rows
 // would be the group's largest buffer).
+// decode: how the decode steps after the prefills are evaluated (DecodeEval); layerwise only for an
+// Ops whose decode rows do not depend on how many rows a call holds, in calls of about
+// layerwise_rows rows (at least one step of every sequence).
 template <class Ops>
 std::vector<PathOutput<typename Ops::Mat>> run_path_group(const Ops& ops, SequenceMode mode,
                                                           const std::vector<SeqTokens>& seqs,
                                                           bool want_hidden, bool full_rows = true,
-                                                          int prefill_chunk = 0) {
+                                                          int prefill_chunk = 0,
+                                                          DecodeEval decode = DecodeEval::token_by_token,
+                                                          int layerwise_rows = kLayerwiseDecodeRows) {
   using Mat = typename Ops::Mat;
   const ModelSpec& spec = ops.spec();
   const std::size_t G = seqs.size();
@@ -94,6 +118,40 @@ std::vector<PathOutput<typename Ops::Mat>> run_path_group(const Ops& ops, Sequen
     keep(i, 0, lp, lp.rows() - 1);
     max_r = std::max(max_r, s.response_len);
   }
+  if (decode == DecodeEval::layerwise) {
+    // Steps j0..j1-1 of every sequence that has them, one chunk at a time: a chunk's rows need the
+    // caches of every earlier step at every layer, which the earlier chunks completed.
+    const int steps = std::max(1, layerwise_rows / static_cast<int>(G));
+    std::vector<KnownSteps<typename Ops::Cache>> runs;
+    std::vector<std::size_t> owner;  // sequence of each run
+    std::vector<int32_t> tokens;
+    Mat lp;
+    for (int j0 = 1; j0 < max_r; j0 += steps) {
+      const int j1 = std::min(max_r, j0 + steps);
+      runs.clear();
+      owner.clear();
+      tokens.clear();
+      for (std::size_t i = 0; i < G; ++i) {
+        const SeqTokens& s = seqs[i];
+        if (s.response_len <= j0) continue;
+        const int pos0 = s.prompt_len + j0 - 1, n = std::min(j1, s.response_len) - j0;
+        runs.push_back({&caches[i], pos0, n});
+        owner.push_back(i);
+        tokens.insert(tokens.end(), s.tokens.begin() + pos0, s.tokens.begin() + pos0 + n);
+      }
+      LayerHook<Mat> hook;
+      if (want_hidden)
+        hook = [&](int layer, const Mat& h) {
+          for (std::size_t a = 0, off = 0; a < runs.size(); off += static_cast<std::size_t>(runs[a].n), ++a)
+            out[owner[a]].hidden[static_cast<std::size_t>(layer)].middleRows(j0, runs[a].n) =
+                h.middleRows(static_cast<Eigen::Index>(off), runs[a].n);
+        };
+      forward_decode_known(ops, runs, tokens.data(), lp, hook);
+      for (std::size_t a = 0, off = 0; a < runs.size(); off += static_cast<std::size_t>(runs[a].n), ++a)
+        for (int t = 0; t < runs[a].n; ++t) keep(owner[a], j0 + t, lp, static_cast<Eigen::Index>(off) + t);
+    }
+    return out;
+  }
   std::vector<std::size_t> active;
   std::vector<typename Ops::Cache*> cache_ptrs;
   std::vector<int32_t> tokens;
@@ -137,15 +195,17 @@ class PathRunner {
 // The CPU kernel paths (the default backend).
 class EmulatedRunner final : public PathRunner {
  public:
-  EmulatedRunner(const ModelSpec& spec, const PreparedWeights& w, const PathStyle& style, const KvScales* kv)
-      : ops_(spec, w, style, kv) {}
+  EmulatedRunner(const ModelSpec& spec, const PreparedWeights& w, const PathStyle& style, const KvScales* kv,
+                 DecodeEval decode = DecodeEval::layerwise)
+      : ops_(spec, w, style, kv), decode_(decode) {}
   std::vector<PathOutput<Mat>> run(SequenceMode mode, const std::vector<SeqTokens>& seqs,
                                    bool want_hidden) const override {
-    return run_path_group(ops_, mode, seqs, want_hidden, true, ops_.style().prefill_chunk);
+    return run_path_group(ops_, mode, seqs, want_hidden, true, ops_.style().prefill_chunk, decode_);
   }
 
  private:
   EmulatedOps ops_;
+  DecodeEval decode_;
 };
 
 // A replay backend: its name ("cpu", "cuda"), what the run file records about it (device, driver,

@@ -38,6 +38,10 @@ struct ReplayOptions {
   // Backend of the generation and training paths; null = the CPU emulator. Sampling, KV-scale
   // calibration and the oracle run on the CPU whatever the backend.
   std::shared_ptr<const ReplayBackend> backend;
+  // How the CPU generation paths evaluate the decode of the given responses: layer by layer (the
+  // default) or token by token, the reference it reproduces bit for bit (path_runner.hpp). Not a
+  // CLI option: tests and bench_replay compare the two.
+  DecodeEval decode_eval = DecodeEval::layerwise;
 };
 
 // Replay attribution (attribution.hpp): extra replays that tell where the divergence comes from.

@@ -1,0 +1,252 @@
+// Layer-wise evaluation of a decode path over known tokens (DecodeEval::layerwise, issue 20) against
+// the token-by-token loop it replaces, which stays the reference: every log-prob row and every
+// layer's hidden state bit for bit, over a matrix of knob settings (fp8 linears and their
+// accumulation models, the fp8 KV cache, split-KV attention, decode batches with vLLM's padding,
+// tensor parallelism and its all-reduces, chunked prefill), chunk boundaries anywhere in the
+// steps, thread counts 1 and 2, and whole replays.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "rlparity/model/checkpoint.hpp"
+#include "rlparity/model/checkpoint_writer.hpp"
+#include "rlparity/model/emulated_ops.hpp"
+#include "rlparity/model/weights.hpp"
+#include "rlparity/replay/kv_calibration.hpp"
+#include "rlparity/replay/path_runner.hpp"
+#include "rlparity/replay/recipe.hpp"
+#include "rlparity/replay/replay.hpp"
+#include "rlparity/util/parallel.hpp"
+
+namespace rlp {
+namespace {
+
+using Knobs = std::vector<std::pair<std::string, std::string>>;
+
+const Checkpoint& stories() {
+  static const Checkpoint c =
+      Checkpoint::open(std::string(RLPARITY_SOURCE_DIR) + "/fixtures/models/stories260K");
+  return c;
+}
+
+// A generated Llama whose linears span whole 128-wide fp8 blocks, also when cut for tp 2 (heads x
+// head_dim 256, intermediate 512), so the fp8 split-K over slices and fp8 row-parallel shards act.
+class WideCheckpoint {
+ public:
+  WideCheckpoint() {
+    dir_ = std::filesystem::temp_directory_path() / ("rlp_layerwise_" + std::to_string(::getpid()));
+    RandomCheckpointOptions o;
+    o.hidden = 256;
+    o.intermediate = 512;
+    o.layers = 2;
+    o.heads = 4;
+    o.kv_heads = 2;
+    o.vocab = 320;
+    o.seed = 20;
+    o.out = dir_.string();
+    write_random_checkpoint(o);
+    ckpt_ = std::make_unique<Checkpoint>(Checkpoint::open(dir_.string()));
+  }
+  ~WideCheckpoint() { std::filesystem::remove_all(dir_); }
+  const Checkpoint& get() const { return *ckpt_; }
+
+ private:
+  std::filesystem::path dir_;
+  std::unique_ptr<Checkpoint> ckpt_;
+};
+
+const Checkpoint& wide() {
+  static const WideCheckpoint c;
+  return c.get();
+}
+
+// Sequences of different prompt and response lengths (so the group shrinks as responses end).
+std::vector<InputSequence> inputs(int vocab, const std::vector<std::pair<int, int>>& shapes) {
+  std::vector<InputSequence> in;
+  for (std::size_t s = 0; s < shapes.size(); ++s) {
+    InputSequence x;
+    x.id = std::to_string(s);
+    x.prompt.push_back(1);
+    for (int i = 1; i < shapes[s].first; ++i)
+      x.prompt.push_back(static_cast<int32_t>((i * 37 + static_cast<int>(s) * 11 + 3) % vocab));
+    for (int i = 0; i < shapes[s].second; ++i)
+      x.response.push_back(static_cast<int32_t>((i * 53 + static_cast<int>(s) * 7 + 5) % vocab));
+    x.has_response = true;
+    x.line = static_cast<int>(s) + 1;
+    in.push_back(std::move(x));
+  }
+  return in;
+}
+
+std::vector<SeqTokens> seq_tokens(const std::vector<InputSequence>& in) {
+  std::vector<SeqTokens> out;
+  for (const auto& x : in) {
+    SeqTokens s;
+    s.tokens = x.prompt;
+    s.tokens.insert(s.tokens.end(), x.response.begin(), x.response.end());
+    s.prompt_len = static_cast<int>(x.prompt.size());
+    s.response_len = static_cast<int>(x.response.size());
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+bool same_bits(const HostMat& a, const HostMat& b) {
+  return a.rows() == b.rows() && a.cols() == b.cols() &&
+         std::memcmp(a.data(), b.data(), static_cast<std::size_t>(a.size()) * sizeof(float)) == 0;
+}
+
+void expect_same(const std::vector<PathOutput<HostMat>>& want, const std::vector<PathOutput<HostMat>>& got,
+                 const std::string& what) {
+  ASSERT_EQ(want.size(), got.size()) << what;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    EXPECT_TRUE(same_bits(want[i].logprobs, got[i].logprobs)) << what << ": log-probs of sequence " << i;
+    ASSERT_EQ(want[i].hidden.size(), got[i].hidden.size()) << what;
+    for (std::size_t l = 0; l < want[i].hidden.size(); ++l)
+      EXPECT_TRUE(same_bits(want[i].hidden[l], got[i].hidden[l]))
+          << what << ": hidden state of sequence " << i << " layer " << l;
+  }
+}
+
+// EmulatedOps that records the most rows any decode-step linear saw: a layer-wise run must batch
+// many steps into one GEMM (else the comparison below would hold trivially).
+class RowCountingOps {
+ public:
+  using Mat = EmulatedOps::Mat;
+  using Cache = EmulatedOps::Cache;
+  explicit RowCountingOps(const EmulatedOps& ops) : ops_(ops) {}
+  const ModelSpec& spec() const { return ops_.spec(); }
+  Cache new_cache(int capacity) const { return ops_.new_cache(capacity); }
+  void embed(const int32_t* t, int n, Mat& h) const { ops_.embed(t, n, h); }
+  void add_norm(Mat& r, const Mat* d, int l, NormSlot s, Mat& o) const { ops_.add_norm(r, d, l, s, o); }
+  void residual_sum(const Mat& r, const Mat& d, Mat& o) const { ops_.residual_sum(r, d, o); }
+  void linear(const Mat& x, int l, Proj p, Mat& y, bool decode_step = false) const {
+    if (decode_step) max_decode_rows = std::max(max_decode_rows, static_cast<int>(x.rows()));
+    ops_.linear(x, l, p, y, decode_step);
+  }
+  void head_norm(Mat& x, int l, Proj p) const { ops_.head_norm(x, l, p); }
+  void rope(Mat& q, Mat& k, const int* pos) const { ops_.rope(q, k, pos); }
+  void attention(int l, const Mat& q, const Mat& k, const Mat& v, int pos0, Cache& c, Mat& o) const {
+    ops_.attention(l, q, k, v, pos0, c, o);
+  }
+  void silu_mul(const Mat& g, const Mat& u, Mat& o) const { ops_.silu_mul(g, u, o); }
+  void logprobs(const Mat& xn, Mat& o, bool decode_step = false) const { ops_.logprobs(xn, o, decode_step); }
+  mutable int max_decode_rows = 0;
+
+ private:
+  const EmulatedOps& ops_;
+};
+static_assert(ForwardOps<RowCountingOps>);
+
+struct Case {
+  const Checkpoint& ckpt;
+  std::string recipe;
+  Knobs gen_knobs;
+};
+
+// The generation path of `c` over `in`: token by token, then layer by layer in chunks of 512 rows
+// (one chunk here), of 7 rows and of 1 row (chunk boundaries everywhere), on 2 threads and on 1.
+void expect_layerwise_is_token_by_token(const Case& c, const std::vector<InputSequence>& in) {
+  RecipeOptions ro;
+  ro.gen_knobs = c.gen_knobs;
+  const PathStyle style = make_recipe(c.recipe, ro).gen;
+  ASSERT_EQ(style.mode, SequenceMode::decode);
+  const PreparedWeights w = prepare_weights(c.ckpt, style);
+  KvScales kv;
+  if (style.kv_cache == KvCacheDtype::fp8) kv = calibrate_kv_scales(c.ckpt, in, KvScaleMethod::nemo);
+  const EmulatedOps ops(c.ckpt.spec(), w, style, &kv);
+  const std::vector<SeqTokens> seqs = seq_tokens(in);
+  std::string what = c.recipe;
+  for (const auto& [k, v] : c.gen_knobs) what += " " + k + "=" + v;
+  const RowCountingOps counting(ops);
+  auto run = [&](DecodeEval e, int rows) {
+    counting.max_decode_rows = 0;
+    return run_path_group(counting, SequenceMode::decode, seqs, true, true, style.prefill_chunk, e, rows);
+  };
+  set_thread_count(2);
+  const auto ref = run(DecodeEval::token_by_token, kLayerwiseDecodeRows);
+  EXPECT_EQ(counting.max_decode_rows, static_cast<int>(seqs.size())) << what;
+  expect_same(ref, run(DecodeEval::layerwise, kLayerwiseDecodeRows), what);
+  int steps = 0;
+  for (const auto& s : seqs) steps += s.response_len - 1;
+  EXPECT_EQ(counting.max_decode_rows, steps) << what << ": every step in one call";
+  for (const int rows : {7, 1})
+    expect_same(ref, run(DecodeEval::layerwise, rows), what + " rows=" + std::to_string(rows));
+  set_thread_count(1);
+  expect_same(ref, run(DecodeEval::layerwise, kLayerwiseDecodeRows), what + " on 1 thread");
+  set_thread_count(0);
+}
+
+const std::vector<std::pair<int, int>> kShapes = {{4, 9}, {7, 23}, {11, 17}};
+
+TEST(DecodeLayerwise, BitIdenticalToTokenByTokenOnStories) {
+  const std::vector<InputSequence> in = inputs(stories().spec().vocab, kShapes);
+  const std::vector<Case> cases = {
+      {stories(), "bf16", {}},
+      // Several split-KV partitions and online-softmax blocks per row; decode batch 3 padded to 4.
+      {stories(), "bf16", {{"attention", "split-kv:5"}, {"attn-block", "2"}, {"batch", "3"}}},
+      {stories(), "bf16", {{"batch", "5"}, {"batch-pad", "none"}, {"prefill-chunk", "3"}}},
+      {stories(), "fp8-gen", {{"batch", "17"}}},
+      {stories(), "fp8-e2e-kv", {{"attention", "split-kv:4"}, {"attn-block", "3"}}},
+      {stories(),
+       "fp16",
+       {{"norm", "unfused"},
+        {"residual", "fp32"},
+        {"mlp", "unfused"},
+        {"logits", "fp32"},
+        {"rope-table", "fp32"},
+        {"split-k", "3"},
+        {"k-chunk", "16"},
+        {"attention", "flash"},
+        {"attn-p-round", "off"}}},
+      {stories(), "bf16", {{"tp", "2"}, {"batch", "9"}}},
+      {stories(), "bf16", {{"tp", "4"}, {"tp-reduce", "custom-ar"}, {"logsoftmax", "vocab-parallel"}}},
+  };
+  for (const Case& c : cases) expect_layerwise_is_token_by_token(c, in);
+}
+
+TEST(DecodeLayerwise, BitIdenticalToTokenByTokenWithWholeFp8Blocks) {
+  const std::vector<InputSequence> in = inputs(wide().spec().vocab, kShapes);
+  const std::vector<Case> cases = {
+      {wide(), "fp8-e2e", {{"fp8-accum", "hopper"}, {"batch", "6"}}},
+      {wide(), "fp8-gen", {{"fp8-promotion", "cublaslt"}, {"act-quant", "deepgemm"}, {"pow2-scales", "on"}}},
+      {wide(), "fp8-e2e-kv", {{"tp", "2"}, {"attention", "split-kv:6"}, {"prefill-chunk", "4"}}},
+      {wide(), "fp8-gen", {{"tp", "2"}, {"tp-reduce", "nccl-ring"}, {"batch", "40"}}},
+  };
+  for (const Case& c : cases) expect_layerwise_is_token_by_token(c, in);
+}
+
+// The whole replay with ReplayOptions::decode_eval either way (responses given and one sampled, the
+// default recipes plus the fp8 KV cache, the oracle): identical run data.
+TEST(DecodeLayerwise, WholeReplaysIdentical) {
+  std::vector<InputSequence> in = inputs(stories().spec().vocab, kShapes);
+  in[1].response.clear();
+  in[1].has_response = false;
+  ReplayOptions opt;
+  opt.recipes = {"bf16", "fp8-gen", "fp8-e2e-kv"};
+  opt.max_new_tokens = 12;
+  auto replay = [&](DecodeEval e) {
+    opt.decode_eval = e;
+    auto x = in;
+    return run_replay(stories(), x, opt);
+  };
+  const RunData ref = replay(DecodeEval::token_by_token);
+  const RunData got = replay(DecodeEval::layerwise);
+  EXPECT_EQ(ref.token_ids, got.token_ids);
+  ASSERT_EQ(ref.recipes.size(), got.recipes.size());
+  for (std::size_t r = 0; r < ref.recipes.size(); ++r) {
+    EXPECT_EQ(ref.recipes[r].tokens, got.recipes[r].tokens) << ref.recipes[r].name;
+    EXPECT_EQ(ref.recipes[r].layers, got.recipes[r].layers) << ref.recipes[r].name;
+    EXPECT_EQ(ref.recipes[r].summary, got.recipes[r].summary) << ref.recipes[r].name;
+  }
+}
+
+}  // namespace
+}  // namespace rlp
