@@ -118,18 +118,16 @@ TEST_F(MoeCheckpoint, OpenChecksEveryExpertByName) {
   const Checkpoint ck = Checkpoint::open(o.out);
   EXPECT_EQ(ck.spec().num_experts, 3);
   EXPECT_TRUE(ck.unused_tensors().empty());
+  auto open_error = [&] { return input_error([&] { Checkpoint::open(o.out); }); };
   // The router says 4 experts where 3 are stored: its shape error names it.
   set_config(o.out, "num_experts", 4);
-  EXPECT_NE(input_error([&] {
-              Checkpoint::open(o.out);
-            }).find("'model.layers.0.mlp.gate.weight' has shape [3, 64] but the config implies [4, 64]"),
-            std::string::npos);
+  EXPECT_NE(
+      open_error().find("'model.layers.0.mlp.gate.weight' has shape [3, 64] but the config implies [4, 64]"),
+      std::string::npos);
   // A different expert width: the shape error names the first expert tensor.
   set_config(o.out, "num_experts", 3);
   set_config(o.out, "moe_intermediate_size", 32);
-  EXPECT_NE(input_error([&] {
-              Checkpoint::open(o.out);
-            }).find("'model.layers.0.mlp.experts.0.gate_proj.weight' has shape [64, 64]"),
+  EXPECT_NE(open_error().find("'model.layers.0.mlp.experts.0.gate_proj.weight' has shape [64, 64]"),
             std::string::npos);
   // One expert's tensor left out of the file: named as missing.
   set_config(o.out, "moe_intermediate_size", 64);
@@ -141,9 +139,7 @@ TEST_F(MoeCheckpoint, OpenChecksEveryExpertByName) {
         kept.push_back({name, t.dtype, t.shape, std::vector<uint8_t>(t.data, t.data + t.nbytes)});
   }
   write_safetensors((std::filesystem::path(o.out) / "model.safetensors").string(), kept);
-  EXPECT_NE(input_error([&] {
-              Checkpoint::open(o.out);
-            }).find("tensor 'model.layers.1.mlp.experts.2.up_proj.weight' is missing"),
+  EXPECT_NE(open_error().find("tensor 'model.layers.1.mlp.experts.2.up_proj.weight' is missing"),
             std::string::npos);
 }
 
