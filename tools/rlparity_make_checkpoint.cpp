@@ -42,6 +42,8 @@ int main(int argc, char** argv) {
   app.add_option("--moe-intermediate", o.moe_intermediate, "qwen3-moe: each expert's intermediate size")
       ->capture_default_str();
   app.add_flag("--norm-topk,!--no-norm-topk", o.norm_topk, "qwen3-moe: norm_topk_prob (default: on)");
+  app.add_option("--mlp-only-layers", o.mlp_only_layers, "qwen3-moe: layers that keep a dense MLP")
+      ->delimiter(',');
   app.add_flag("--router-near-tie", o.router_near_tie,
                "qwen3-moe: router rows of experts 0 and 1 one bf16 ulp apart in every layer");
   CLI11_PARSE(app, argc, argv);

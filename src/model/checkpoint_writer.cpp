@@ -1,5 +1,6 @@
 #include "rlparity/model/checkpoint_writer.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -167,7 +168,7 @@ nlohmann::json random_checkpoint_config(const RandomCheckpointOptions& o) {
       c["moe_intermediate_size"] = o.moe_intermediate;
       c["norm_topk_prob"] = o.norm_topk;
       c["decoder_sparse_step"] = 1;
-      c["mlp_only_layers"] = nlohmann::json::array();
+      c["mlp_only_layers"] = o.mlp_only_layers;
     }
   } else {  // mistral
     c["rms_norm_eps"] = 1e-5;
@@ -244,7 +245,7 @@ void write_random_checkpoint(const RandomCheckpointOptions& o) {
     }
     gen(L("self_attn.o_proj.weight"), {H, q}, 0.0, proj_out_scale / std::sqrt(static_cast<double>(q)));
     gen(L("post_attention_layernorm.weight"), {H}, 1.0, 0.1);
-    if (moe) {
+    if (moe && std::find(o.mlp_only_layers.begin(), o.mlp_only_layers.end(), i) == o.mlp_only_layers.end()) {
       const int64_t E = o.experts, Im = o.moe_intermediate;
       gen(L("mlp.gate.weight"), {E, H}, 0.0, in_std);
       if (o.router_near_tie) {

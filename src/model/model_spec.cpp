@@ -153,10 +153,17 @@ void parse_rope(const json& c, const std::string& src, ModelSpec& s) {
 // Qwen3-MoE's routing keys. The shapes (num_experts, num_experts_per_tok, moe_intermediate_size)
 // are required: every published config states them, and a default would silently change the
 // math. The rest take Qwen3MoeConfig's defaults (transformers
-// models/qwen3_moe/configuration_qwen3_moe.py: decoder_sparse_step=1, norm_topk_prob=False,
-// mlp_only_layers=None meaning no dense-only layers).
+// models/qwen3_moe/configuration_qwen3_moe.py: decoder_sparse_step: int = 1, norm_topk_prob: bool =
+// False, mlp_only_layers None -> [] in __post_init__).
 void parse_moe(const json& c, const std::string& src, ModelSpec& s) {
-  s.num_experts = get_positive_int(c, src, "num_experts");
+  // Newer Qwen3MoeConfig classes map num_experts to num_local_experts (attribute_map), so a config
+  // they save may hold either name; both must then agree.
+  const bool local = present(c, "num_local_experts");
+  s.num_experts =
+      get_positive_int(c, src, local && !present(c, "num_experts") ? "num_local_experts" : "num_experts");
+  if (local && get_positive_int(c, src, "num_local_experts") != s.num_experts)
+    RLP_THROW_INPUT("{}: keys 'num_experts' ({}) and 'num_local_experts' ({}) disagree", src, s.num_experts,
+                    get_positive_int(c, src, "num_local_experts"));
   s.experts_per_tok = get_positive_int(c, src, "num_experts_per_tok");
   s.moe_intermediate = get_positive_int(c, src, "moe_intermediate_size");
   if (s.experts_per_tok > s.num_experts)
@@ -176,10 +183,11 @@ void parse_moe(const json& c, const std::string& src, ModelSpec& s) {
       s.mlp_only_layers.push_back(static_cast<int>(l));
     }
   }
-  for (const char* key : {"shared_expert_intermediate_size", "num_local_experts"})
-    if (present(c, key))
-      RLP_THROW_INPUT("{}: key '{}' is not part of Qwen3MoeForCausalLM (shared experts are not supported)",
-                      src, key);
+  if (present(c, "shared_expert_intermediate_size"))
+    RLP_THROW_INPUT(
+        "{}: key 'shared_expert_intermediate_size' is not part of Qwen3MoeForCausalLM (shared experts are "
+        "not supported)",
+        src);
 }
 
 }  // namespace

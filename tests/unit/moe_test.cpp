@@ -15,6 +15,7 @@
 #include "rlparity/model/checkpoint.hpp"
 #include "rlparity/model/checkpoint_writer.hpp"
 #include "rlparity/model/emulated_ops.hpp"
+#include "rlparity/model/forward.hpp"
 #include "rlparity/model/moe_routing.hpp"
 #include "rlparity/model/oracle_ops.hpp"
 #include "rlparity/model/weights.hpp"
@@ -94,6 +95,13 @@ TEST_F(MoeCheckpoint, ConfigRulesAndErrors) {
   c.erase("moe_intermediate_size");
   EXPECT_NE(input_error([&] { parse_model_spec(c, "cfg.json"); }).find("'moe_intermediate_size' is missing"),
             std::string::npos);
+  // Newer configs may name the expert count num_local_experts (Qwen3MoeConfig.attribute_map).
+  c = moe_config();
+  c["num_local_experts"] = c["num_experts"];
+  c.erase("num_experts");
+  EXPECT_EQ(parse_model_spec(c, "cfg.json").num_experts, 8);
+  c["num_experts"] = 4;
+  EXPECT_NE(input_error([&] { parse_model_spec(c, "cfg.json"); }).find("disagree"), std::string::npos);
   c = moe_config();
   c["mlp_only_layers"] = {7};
   EXPECT_NE(input_error([&] { parse_model_spec(c, "cfg.json"); }).find("mlp_only_layers[0]"),
@@ -141,6 +149,40 @@ TEST_F(MoeCheckpoint, OpenChecksEveryExpertByName) {
   write_safetensors((std::filesystem::path(o.out) / "model.safetensors").string(), kept);
   EXPECT_NE(open_error().find("tensor 'model.layers.1.mlp.experts.2.up_proj.weight' is missing"),
             std::string::npos);
+}
+
+TEST_F(MoeCheckpoint, MixedDenseAndSparseLayersRunTheForward) {
+  RandomCheckpointOptions o;
+  o.arch = "qwen3-moe";
+  o.layers = 3;
+  o.experts = 4;
+  o.mlp_only_layers = {1};
+  o.out = (dir_ / "ck").string();
+  write_random_checkpoint(o);
+  const Checkpoint ck = Checkpoint::open(o.out);
+  EXPECT_TRUE(ck.has("model.layers.1.mlp.gate_proj.weight"));
+  EXPECT_FALSE(ck.has("model.layers.1.mlp.gate.weight"));
+  EXPECT_TRUE(ck.unused_tensors().empty());
+  EXPECT_EQ(ck.spec().moe_layer_count(), 2);
+  // The float64 forward and the training path agree to bf16 level on every position's logprobs.
+  const OracleWeights ow = prepare_oracle_weights(ck);
+  const OracleOps oracle(ck.spec(), ow);
+  const PathStyle st = default_training_style();
+  const PreparedWeights w = prepare_weights(ck, st);
+  const EmulatedOps ops(ck.spec(), w, st);
+  const std::vector<int32_t> tokens = {1, 17, 99, 200, 5, 42, 7, 250};
+  const int n = static_cast<int>(tokens.size());
+  auto oc = oracle.new_cache(n);
+  auto ec = ops.new_cache(n);
+  OracleOps::Mat lo;
+  HostMat le;
+  forward(oracle, oc, tokens.data(), n, 0, lo);
+  forward(ops, ec, tokens.data(), n, 0, le);
+  double worst = 0;
+  for (Eigen::Index i = 0; i < lo.size(); ++i)
+    worst = std::max(worst, std::fabs(static_cast<double>(le.data()[i]) - lo.data()[i]));
+  EXPECT_LT(worst, 0.25);
+  EXPECT_GT(worst, 0.0);
 }
 
 // ---- the MoE block ---------------------------------------------------------------------------------
