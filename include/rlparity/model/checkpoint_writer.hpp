@@ -51,7 +51,7 @@ struct RandomCheckpointOptions {
   int top_k = 2;
   int moe_intermediate = 64;
   bool norm_topk = true;
-  std::vector<int> mlp_only_layers;  // qwen3-moe: these layers keep a dense MLP (config mlp_only_layers)
+  std::vector<int> mlp_only_layers = {};  // qwen3-moe: these layers keep a dense MLP (config mlp_only_layers)
   // qwen3-moe: in every layer, router row 1 is row 0 with its first element moved up by one bf16
   // ulp (both bf16-exact), so experts 0 and 1 nearly tie: logits rounded to bf16 often tie
   // (lowest index wins), fp32 logits keep them apart.
