@@ -55,6 +55,11 @@ CudaOps::CudaOps(std::shared_ptr<CudaContext> ctx, const ModelSpec& spec, const 
       style_(style),
       emu_(spec, weights, style, kv_scales) {
   if (kv_scales) kv_scales_ = *kv_scales;
+  if (spec_.num_experts > 0)
+    RLP_THROW_INPUT(
+        "path '{}': {} is a mixture-of-experts model; the CUDA backend has no MoE kernels yet "
+        "(run it with --backend cpu)",
+        style_.name, spec_.arch_name);
   // The CUDA forward runs one GPU's whole layer; the tensor-parallel split and its all-reduce are
   // modelled on the CPU only (src/model/ops/linear.cpp, logprobs.cpp).
   if (style_.tp != 1)
@@ -407,6 +412,10 @@ bool CudaOps::attention_rows(int layer, const Mat& q, const Mat& k, const Mat& v
     std::copy(kr + fresh, kr + fresh + width, c.v[li].row(positions[r]).data());
   }
   return true;
+}
+
+void CudaOps::moe(const Mat&, int, Mat&, bool) const {
+  RLP_THROW("CudaOps::moe: MoE models are refused when the backend is built");
 }
 
 void CudaOps::silu_mul(const Mat& gate, const Mat& up, Mat& out) const {

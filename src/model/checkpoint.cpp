@@ -289,6 +289,17 @@ std::vector<Required> required_tensors(const ModelSpec& s) {
     }
     r.push_back({L("self_attn.o_proj.weight"), {H, q}});
     r.push_back({L("post_attention_layernorm.weight"), {H}});
+    if (s.is_moe_layer(i)) {
+      // Qwen3MoeSparseMoeBlock: the router mlp.gate [experts x hidden], then every expert's MLP.
+      const int64_t E = s.num_experts, Im = s.moe_intermediate;
+      r.push_back({L("mlp.gate.weight"), {E, H}});
+      for (int e = 0; e < s.num_experts; ++e) {
+        r.push_back({layer_tensor_name(i, expert_tensor_suffix(e, "gate_proj") + ".weight"), {Im, H}});
+        r.push_back({layer_tensor_name(i, expert_tensor_suffix(e, "up_proj") + ".weight"), {Im, H}});
+        r.push_back({layer_tensor_name(i, expert_tensor_suffix(e, "down_proj") + ".weight"), {H, Im}});
+      }
+      continue;
+    }
     r.push_back({L("mlp.gate_proj.weight"), {I, H}});
     r.push_back({L("mlp.up_proj.weight"), {I, H}});
     r.push_back({L("mlp.down_proj.weight"), {H, I}});

@@ -1,5 +1,6 @@
 #include "rlparity/model/checkpoint_writer.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -90,7 +91,8 @@ ArchInfo arch_info(const std::string& a) {
   if (a == "qwen2") return {"Qwen2ForCausalLM", "qwen2"};
   if (a == "qwen3") return {"Qwen3ForCausalLM", "qwen3"};
   if (a == "mistral") return {"MistralForCausalLM", "mistral"};
-  RLP_THROW_INPUT("unknown --arch '{}' (expected llama, llama3, qwen2, qwen3 or mistral)", a);
+  if (a == "qwen3-moe") return {"Qwen3MoeForCausalLM", "qwen3_moe"};
+  RLP_THROW_INPUT("unknown --arch '{}' (expected llama, llama3, qwen2, qwen3, mistral or qwen3-moe)", a);
 }
 
 int head_dim_of(const RandomCheckpointOptions& o) { return o.head_dim > 0 ? o.head_dim : o.hidden / o.heads; }
@@ -146,7 +148,8 @@ nlohmann::json random_checkpoint_config(const RandomCheckpointOptions& o) {
                                                                : "float16"},
                       {"bos_token_id", 1},
                       {"eos_token_id", 2}};
-  if (o.head_dim > 0 || o.arch == "qwen3") c["head_dim"] = head_dim_of(o);
+  const bool qwen3_like = o.arch == "qwen3" || o.arch == "qwen3-moe";
+  if (o.head_dim > 0 || qwen3_like) c["head_dim"] = head_dim_of(o);
   // As Qwen3-8B-FP8's and DeepSeek-V3's config.json state it (vLLM Fp8Config.from_config reads it).
   if (o.fp8_block)
     c["quantization_config"] = {{"quant_method", "fp8"},
@@ -176,12 +179,20 @@ nlohmann::json random_checkpoint_config(const RandomCheckpointOptions& o) {
     c["use_sliding_window"] = false;
     c["sliding_window"] = o.max_pos;
     c["max_window_layers"] = o.layers;
-  } else if (o.arch == "qwen3") {
+  } else if (qwen3_like) {
     c["rms_norm_eps"] = 1e-6;
     c["rope_theta"] = 1000000.0;
     c["attention_bias"] = false;
     c["use_sliding_window"] = false;
     c["sliding_window"] = nullptr;
+    if (o.arch == "qwen3-moe") {
+      c["num_experts"] = o.experts;
+      c["num_experts_per_tok"] = o.top_k;
+      c["moe_intermediate_size"] = o.moe_intermediate;
+      c["norm_topk_prob"] = o.norm_topk;
+      c["decoder_sparse_step"] = 1;
+      c["mlp_only_layers"] = o.mlp_only_layers;
+    }
   } else {  // mistral
     c["rms_norm_eps"] = 1e-5;
     c["rope_theta"] = 1000000.0;
@@ -202,6 +213,14 @@ void write_random_checkpoint(const RandomCheckpointOptions& o) {
                     o.hidden, o.heads);
   if (o.heads % o.kv_heads != 0)
     RLP_THROW_INPUT("write_random_checkpoint: heads {} not a multiple of kv-heads {}", o.heads, o.kv_heads);
+  const bool moe = o.arch == "qwen3-moe";
+  if (moe && (o.experts <= 0 || o.top_k <= 0 || o.top_k > o.experts || o.moe_intermediate <= 0))
+    RLP_THROW_INPUT(
+        "write_random_checkpoint: need 0 < top-k ({}) <= experts ({}) and moe-intermediate > 0 ({})", o.top_k,
+        o.experts, o.moe_intermediate);
+  if (o.router_near_tie && (!moe || o.experts < 2))
+    RLP_THROW_INPUT(
+        "write_random_checkpoint: --router-near-tie needs --arch qwen3-moe with at least 2 experts");
   if (o.outlier_layer >= o.layers)
     RLP_THROW_INPUT("write_random_checkpoint: outlier layer {} >= layers {}", o.outlier_layer, o.layers);
   if (o.outlier_layer >= 0 && (o.outlier_channel < 0 || o.outlier_channel >= o.hidden))
@@ -255,12 +274,37 @@ void write_random_checkpoint(const RandomCheckpointOptions& o) {
       gen(L("self_attn.k_proj.bias"), {kv}, 0.0, 0.1);
       gen(L("self_attn.v_proj.bias"), {kv}, 0.0, 0.1);
     }
-    if (o.arch == "qwen3") {
+    if (o.arch == "qwen3" || moe) {
       gen(L("self_attn.q_norm.weight"), {hd}, 1.0, 0.1);
       gen(L("self_attn.k_norm.weight"), {hd}, 1.0, 0.1);
     }
     gen(L("self_attn.o_proj.weight"), {H, q}, 0.0, proj_out_scale / std::sqrt(static_cast<double>(q)));
     gen(L("post_attention_layernorm.weight"), {H}, 1.0, 0.1);
+    if (moe && std::find(o.mlp_only_layers.begin(), o.mlp_only_layers.end(), i) == o.mlp_only_layers.end()) {
+      const int64_t E = o.experts, Im = o.moe_intermediate;
+      gen(L("mlp.gate.weight"), {E, H}, 0.0, in_std);
+      if (o.router_near_tie) {
+        TensorData& t = tensors.back();
+        std::vector<float> v(static_cast<std::size_t>(E * H));
+        const TensorView view{t.name, "", t.dtype, t.shape, t.bytes.data(), t.bytes.size()};
+        view.to_float(v.data());
+        for (float& x : v) x = num::round_bf16(x);  // bf16-exact values: every dtype stores them as is
+        for (int64_t c = 0; c < H; ++c) v[static_cast<std::size_t>(H + c)] = v[static_cast<std::size_t>(c)];
+        v[static_cast<std::size_t>(H)] =
+            num::bf16_bits_to_float(static_cast<uint16_t>(num::float_to_bf16_bits(std::fabs(v[0])) + 1));
+        v[0] = std::fabs(v[0]);
+        t = make_tensor(t.name, t.dtype, t.shape, v);
+      }
+      for (int e = 0; e < o.experts; ++e) {
+        gen(layer_tensor_name(i, expert_tensor_suffix(e, "gate_proj") + ".weight"), {Im, H}, 0.0, in_std, i,
+            true);
+        gen(layer_tensor_name(i, expert_tensor_suffix(e, "up_proj") + ".weight"), {Im, H}, 0.0, in_std, i,
+            true);
+        gen(layer_tensor_name(i, expert_tensor_suffix(e, "down_proj") + ".weight"), {H, Im}, 0.0,
+            proj_out_scale / std::sqrt(static_cast<double>(Im)));
+      }
+      continue;
+    }
     gen(L("mlp.gate_proj.weight"), {I, H}, 0.0, in_std, i, true);
     gen(L("mlp.up_proj.weight"), {I, H}, 0.0, in_std, i, true);
     gen(L("mlp.down_proj.weight"), {H, I}, 0.0, proj_out_scale / std::sqrt(static_cast<double>(I)));

@@ -100,6 +100,10 @@ PathStyle default_generation_style() {
   // gathers the vocabulary shards of the logits before a full-row log-softmax.
   s.tp_reduce = TpReduce::vllm;
   s.vocab_parallel_logsoftmax = false;
+  // vLLM's Qwen3-MoE gate is a ReplicatedLinear in the model dtype (its logits are bf16), and its
+  // fused_moe kernel weights each expert's output in the down GEMM's epilogue, then moe_sum adds them.
+  s.router_logits_fp32 = false;
+  s.moe_combine = MoeCombine::vllm;
   return s;
 }
 
@@ -309,6 +313,18 @@ const std::vector<Knob>& knobs() {
                           "with tp > 1: log-softmax over vocabulary shards all-reduced (Megatron) or over "
                           "the gathered row (vLLM)",
                           &PathStyle::vocab_parallel_logsoftmax, "vocab-parallel", "gathered"));
+    t.push_back(bool_knob("moe-router-logits",
+                          "MoE models: router logits kept fp32 (Megatron moe_router_dtype) or rounded to "
+                          "the act dtype (vLLM's gate linear)",
+                          &PathStyle::router_logits_fp32, "fp32", "act"));
+    t.push_back(enum_knob(
+        "moe-combine",
+        "MoE models: experts' outputs weighted in the down GEMM epilogue then moe_sum "
+        "(vLLM fused_moe), summed in fp32 (Megatron unpermute), or each product rounded "
+        "and added in the act dtype (transformers)",
+        EnumNames<MoeCombine>{
+            {{MoeCombine::vllm, "vllm"}, {MoeCombine::fp32, "fp32"}, {MoeCombine::rounded, "rounded"}}},
+        &PathStyle::moe_combine));
     return t;
   }();
   return table;
@@ -342,6 +358,11 @@ std::string get_knob(const PathStyle& style, const std::string& name) { return f
 void check_tensor_parallel(const PathStyle& style, const ModelSpec& spec) {
   const int tp = style.tp;
   if (tp == 1) return;
+  if (spec.num_experts > 0)
+    RLP_THROW_INPUT(
+        "path '{}': tp {} with a mixture-of-experts model ({}) is not modelled (expert and tensor "
+        "parallelism of MoE layers are not implemented); use tp 1",
+        style.name, tp, spec.arch_name);
   // vLLM's attention and MLP layers shard heads and the intermediate size evenly (e.g.
   // vllm/model_executor/models/llama.py, LlamaAttention: total_num_heads % tp_size == 0; KV heads
   // split when tp <= their count, replicated when tp is a multiple of it).
@@ -372,6 +393,7 @@ void check_tensor_parallel(const PathStyle& style, const ModelSpec& spec) {
 bool knob_needs_tp(const std::string& name) { return name == "tp-reduce" || name == "logsoftmax"; }
 
 bool knob_inert(const PathStyle& style, const std::string& name) {
+  if (name.rfind("moe-", 0) == 0) return !style.moe_model;
   if (knob_needs_tp(name)) return style.tp == 1;
   if (name == "prefill-chunk") return style.mode != SequenceMode::decode || style.prefill_chunk == 0;
   if (name == "batch-pad")

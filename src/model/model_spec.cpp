@@ -98,6 +98,7 @@ const char* expected_model_type(Arch a) {
     case Arch::qwen2: return "qwen2";
     case Arch::qwen3: return "qwen3";
     case Arch::mistral: return "mistral";
+    case Arch::qwen3_moe: return "qwen3_moe";
   }
   return "";
 }
@@ -208,6 +209,46 @@ Fp8CheckpointQuant parse_quantization_config(const json& q, const std::string& s
   return f;
 }
 
+// Qwen3-MoE's routing keys. The shapes (num_experts, num_experts_per_tok, moe_intermediate_size)
+// are required: every published config states them, and a default would silently change the
+// math. The rest take Qwen3MoeConfig's defaults (transformers
+// models/qwen3_moe/configuration_qwen3_moe.py: decoder_sparse_step: int = 1, norm_topk_prob: bool =
+// False, mlp_only_layers None -> [] in __post_init__).
+void parse_moe(const json& c, const std::string& src, ModelSpec& s) {
+  // Newer Qwen3MoeConfig classes map num_experts to num_local_experts (attribute_map), so a config
+  // they save may hold either name; both must then agree.
+  const bool local = present(c, "num_local_experts");
+  s.num_experts =
+      get_positive_int(c, src, local && !present(c, "num_experts") ? "num_local_experts" : "num_experts");
+  if (local && get_positive_int(c, src, "num_local_experts") != s.num_experts)
+    RLP_THROW_INPUT("{}: keys 'num_experts' ({}) and 'num_local_experts' ({}) disagree", src, s.num_experts,
+                    get_positive_int(c, src, "num_local_experts"));
+  s.experts_per_tok = get_positive_int(c, src, "num_experts_per_tok");
+  s.moe_intermediate = get_positive_int(c, src, "moe_intermediate_size");
+  if (s.experts_per_tok > s.num_experts)
+    RLP_THROW_INPUT("{}: key 'num_experts_per_tok' ({}) exceeds 'num_experts' ({})", src, s.experts_per_tok,
+                    s.num_experts);
+  s.norm_topk_prob = get_bool(c, src, "norm_topk_prob", false);
+  s.decoder_sparse_step =
+      present(c, "decoder_sparse_step") ? get_positive_int(c, src, "decoder_sparse_step") : 1;
+  if (present(c, "mlp_only_layers")) {
+    const json& m = c.at("mlp_only_layers");
+    if (!m.is_array()) RLP_THROW_INPUT("{}: key 'mlp_only_layers': expected a list of layer indices", src);
+    for (std::size_t i = 0; i < m.size(); ++i) {
+      const std::string key = fmt::format("mlp_only_layers[{}]", i);
+      const int64_t l = as_int(m.at(i), src, key);
+      if (l < 0 || l >= s.layers)
+        RLP_THROW_INPUT("{}: key '{}' is {}, outside the model's layers [0, {})", src, key, l, s.layers);
+      s.mlp_only_layers.push_back(static_cast<int>(l));
+    }
+  }
+  if (present(c, "shared_expert_intermediate_size"))
+    RLP_THROW_INPUT(
+        "{}: key 'shared_expert_intermediate_size' is not part of Qwen3MoeForCausalLM (shared experts are "
+        "not supported)",
+        src);
+}
+
 }  // namespace
 
 bool Fp8CheckpointQuant::is_not_converted(const std::string& module) const {
@@ -224,6 +265,21 @@ bool Fp8CheckpointQuant::is_not_converted(const std::string& module) const {
     if (!e.empty() && (module.find(e) != std::string::npos || starred.find(e) != std::string::npos))
       return true;
   return false;
+}
+
+bool ModelSpec::is_moe_layer(int layer) const {
+  // Qwen3MoeDecoderLayer.__init__ (transformers models/qwen3_moe/modeling_qwen3_moe.py): sparse when
+  // `layer_idx not in mlp_only_layers and num_experts > 0 and (layer_idx + 1) % decoder_sparse_step == 0`.
+  if (num_experts <= 0) return false;
+  for (int l : mlp_only_layers)
+    if (l == layer) return false;
+  return (layer + 1) % decoder_sparse_step == 0;
+}
+
+int ModelSpec::moe_layer_count() const {
+  int n = 0;
+  for (int l = 0; l < layers; ++l) n += is_moe_layer(l) ? 1 : 0;
+  return n;
 }
 
 ModelSpec parse_model_spec(const nlohmann::json& c, const std::string& src) {
@@ -244,10 +300,12 @@ ModelSpec parse_model_spec(const nlohmann::json& c, const std::string& src) {
     s.arch = Arch::qwen3;
   else if (s.arch_name == "MistralForCausalLM")
     s.arch = Arch::mistral;
+  else if (s.arch_name == "Qwen3MoeForCausalLM")
+    s.arch = Arch::qwen3_moe;
   else
     RLP_THROW_INPUT(
         "{}: key 'architectures': '{}' is not supported (supported: LlamaForCausalLM, "
-        "Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM)",
+        "Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, Qwen3MoeForCausalLM)",
         src, s.arch_name);
   if (present(c, "model_type")) {
     const json& mt = c.at("model_type");
@@ -267,7 +325,7 @@ ModelSpec parse_model_spec(const nlohmann::json& c, const std::string& src) {
   s.max_positions = get_positive_int(c, src, "max_position_embeddings");
   if (present(c, "head_dim")) {
     s.head_dim = get_positive_int(c, src, "head_dim");
-  } else if (s.arch == Arch::qwen3) {
+  } else if (s.arch == Arch::qwen3 || s.arch == Arch::qwen3_moe) {
     RLP_THROW_INPUT("{}: required key 'head_dim' is missing (Qwen3 configs state it explicitly)", src);
   } else {
     if (s.hidden % s.heads != 0)
@@ -305,10 +363,11 @@ ModelSpec parse_model_spec(const nlohmann::json& c, const std::string& src) {
         src, s.arch_name);
   }
   s.qkv_bias = s.arch == Arch::qwen2;
-  s.qk_norm = s.arch == Arch::qwen3;
+  s.qk_norm = s.arch == Arch::qwen3 || s.arch == Arch::qwen3_moe;
+  if (s.arch == Arch::qwen3_moe) parse_moe(c, src, s);
 
   // Sliding-window attention.
-  if (s.arch == Arch::qwen2 || s.arch == Arch::qwen3) {
+  if (s.arch == Arch::qwen2 || s.arch == Arch::qwen3 || s.arch == Arch::qwen3_moe) {
     if (get_bool(c, src, "use_sliding_window", false))
       RLP_THROW_INPUT("{}: key 'use_sliding_window' is true: sliding-window attention is not supported", src);
   } else if (s.arch == Arch::mistral) {
@@ -360,7 +419,18 @@ nlohmann::json ModelSpec::to_json() const {
     j["quantization"] = {{"method", "fp8"},
                          {"weight_block_size", {fp8.block_rows, fp8.block_cols}},
                          {"not_converted", fp8.not_converted}};
+  if (num_experts > 0)  // dense models' spec reads as before
+    j["moe"] = {{"num_experts", num_experts},
+                {"experts_per_tok", experts_per_tok},
+                {"moe_intermediate", moe_intermediate},
+                {"norm_topk_prob", norm_topk_prob},
+                {"decoder_sparse_step", decoder_sparse_step},
+                {"mlp_only_layers", mlp_only_layers}};
   return j;
+}
+
+std::string expert_tensor_suffix(int expert, const char* proj) {
+  return fmt::format("mlp.experts.{}.{}", expert, proj);
 }
 
 std::string layer_tensor_name(int layer, const std::string& suffix) {

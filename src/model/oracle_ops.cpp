@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "rlparity/model/moe_routing.hpp"
 #include "rlparity/model/rope.hpp"
 #include "rlparity/numerics/gemm.hpp"
 #include "rlparity/util/error.hpp"
@@ -142,6 +143,37 @@ void OracleOps::silu_mul(const Mat& gate, const Mat& up, Mat& out) const {
   for (Eigen::Index i = 0; i < gate.size(); ++i) {
     const double g = gate.data()[i];
     out.data()[i] = g / (1.0 + std::exp(-g)) * up.data()[i];
+  }
+}
+
+void OracleOps::moe(const Mat& xn, int layer, Mat& out, bool /*decode_step*/) const {
+  const OracleLayer& L = w_.layers[static_cast<std::size_t>(layer)];
+  const int n = static_cast<int>(xn.rows()), E = spec_.num_experts, k = spec_.experts_per_tok;
+  Mat logits;
+  affine(xn, L.router, logits);
+  std::vector<int> ids(static_cast<std::size_t>(n * k));
+  std::vector<double> weights(static_cast<std::size_t>(n * k)), probs(static_cast<std::size_t>(E));
+  for (int r = 0; r < n; ++r) {
+    moe_softmax(
+        logits.row(r).data(), E, [](double x) { return std::exp(x); }, probs.data());
+    moe_top_k(probs.data(), E, k, spec_.norm_topk_prob, ids.data() + r * k, weights.data() + r * k);
+  }
+  out = Mat::Zero(n, spec_.hidden);
+  Mat g, u, a, d;
+  for (int e = 0; e < E; ++e) {
+    std::vector<int> slot;
+    for (int i = 0; i < n * k; ++i)
+      if (ids[static_cast<std::size_t>(i)] == e) slot.push_back(i);
+    if (slot.empty()) continue;
+    Mat xe(static_cast<Eigen::Index>(slot.size()), spec_.hidden);
+    for (std::size_t j = 0; j < slot.size(); ++j) xe.row(static_cast<Eigen::Index>(j)) = xn.row(slot[j] / k);
+    affine(xe, L.expert(e, Proj::gate), g);
+    affine(xe, L.expert(e, Proj::up), u);
+    silu_mul(g, u, a);
+    affine(a, L.expert(e, Proj::down), d);
+    for (std::size_t j = 0; j < slot.size(); ++j)
+      out.row(slot[j] / k) +=
+          weights[static_cast<std::size_t>(slot[j])] * d.row(static_cast<Eigen::Index>(j));
   }
 }
 

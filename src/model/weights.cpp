@@ -98,7 +98,8 @@ std::string weights_key(const PathStyle& s) {
 namespace {
 
 // The tensors a forward reads, walked once for every weight form: vec(name) makes a norm or
-// embedding vector, linear(base, layer, bias) a projection (layer -1: the LM head).
+// embedding vector, linear(base, layer, bias) a projection (layer -1: the LM head or a MoE router,
+// kept in the act dtype on fp8 paths).
 template <class Weights, class Vec, class Linear>
 Weights walk_checkpoint(const Checkpoint& ckpt, const Vec& vec, const Linear& linear) {
   ckpt.check_unchanged();  // a truncated mapping would fault on the reads below
@@ -108,10 +109,18 @@ Weights walk_checkpoint(const Checkpoint& ckpt, const Vec& vec, const Linear& li
   w.layers.resize(static_cast<std::size_t>(spec.layers));
   for (int l = 0; l < spec.layers; ++l) {
     auto& layer = w.layers[static_cast<std::size_t>(l)];
+    const bool moe = spec.is_moe_layer(l);
     for (int p = 0; p < kNumProj; ++p) {
       const Proj proj = static_cast<Proj>(p);
+      if (moe && (proj == Proj::gate || proj == Proj::up || proj == Proj::down)) continue;
       const bool bias = spec.qkv_bias && (proj == Proj::q || proj == Proj::k || proj == Proj::v);
       layer.proj[p] = linear(layer_tensor_name(l, proj_tensor_suffix(proj)), l, bias);
+    }
+    if (moe) {
+      layer.router = linear(layer_tensor_name(l, "mlp.gate"), -1, false);  // never fp8
+      for (int e = 0; e < spec.num_experts; ++e)
+        for (const char* p : {"gate_proj", "up_proj", "down_proj"})
+          layer.experts.push_back(linear(layer_tensor_name(l, expert_tensor_suffix(e, p)), l, false));
     }
     layer.input_norm = vec(layer_tensor_name(l, "input_layernorm.weight"));
     layer.post_norm = vec(layer_tensor_name(l, "post_attention_layernorm.weight"));

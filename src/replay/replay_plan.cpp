@@ -76,6 +76,7 @@ ReplayPlan make_replay_plan(const ModelSpec& spec, const ReplayOptions& options,
                         s->bf16_first_layers + s->bf16_last_layers, spec.layers);
   plan.sampler = make_recipe(options.sample_recipe, plan.options.recipe);
   plan.sampler.gen.kv_cache = KvCacheDtype::bf16;
+
   check_tensor_parallel(plan.sampler.gen, spec);
 
   std::vector<std::string> keys;
@@ -86,6 +87,11 @@ ReplayPlan make_replay_plan(const ModelSpec& spec, const ReplayOptions& options,
   }
   plan.sampler_form = form_of(plan.sampler.gen, plan.weight_forms, keys);
   plan.attribution = plan_attribution(plan, attribution);
+  // The MoE knobs act (and are recorded) only on MoE checkpoints.
+  std::vector<Recipe*> all = {&plan.sampler, &plan.attribution.recipe};
+  for (auto& r : plan.recipes) all.push_back(&r);
+  for (Recipe* r : all)
+    for (PathStyle* s : {&r->gen, &r->train}) s->moe_model = spec.num_experts > 0;
   return plan;
 }
 

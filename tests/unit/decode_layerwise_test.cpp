@@ -36,25 +36,16 @@ const Checkpoint& stories() {
   return c;
 }
 
-// A generated Llama whose linears span whole 128-wide fp8 blocks, also when cut for tp 2 (heads x
-// head_dim 256, intermediate 512), so the fp8 split-K over slices and fp8 row-parallel shards act.
-class WideCheckpoint {
+// A generated checkpoint in a scratch directory, removed at exit.
+class GeneratedCheckpoint {
  public:
-  WideCheckpoint() {
-    dir_ = std::filesystem::temp_directory_path() / ("rlp_layerwise_" + std::to_string(::getpid()));
-    RandomCheckpointOptions o;
-    o.hidden = 256;
-    o.intermediate = 512;
-    o.layers = 2;
-    o.heads = 4;
-    o.kv_heads = 2;
-    o.vocab = 320;
-    o.seed = 20;
+  GeneratedCheckpoint(RandomCheckpointOptions o, const std::string& name) {
+    dir_ = std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()));
     o.out = dir_.string();
     write_random_checkpoint(o);
     ckpt_ = std::make_unique<Checkpoint>(Checkpoint::open(dir_.string()));
   }
-  ~WideCheckpoint() { std::filesystem::remove_all(dir_); }
+  ~GeneratedCheckpoint() { std::filesystem::remove_all(dir_); }
   const Checkpoint& get() const { return *ckpt_; }
 
  private:
@@ -62,8 +53,41 @@ class WideCheckpoint {
   std::unique_ptr<Checkpoint> ckpt_;
 };
 
+// A Llama whose linears span whole 128-wide fp8 blocks, also when cut for tp 2 (heads x head_dim
+// 256, intermediate 512), so the fp8 split-K over slices and fp8 row-parallel shards act.
 const Checkpoint& wide() {
-  static const WideCheckpoint c;
+  static const GeneratedCheckpoint c(
+      [] {
+        RandomCheckpointOptions o;
+        o.hidden = 256;
+        o.intermediate = 512;
+        o.layers = 2;
+        o.heads = 4;
+        o.kv_heads = 2;
+        o.vocab = 320;
+        o.seed = 20;
+        return o;
+      }(),
+      "rlp_layerwise_wide");
+  return c.get();
+}
+
+// A Qwen3-MoE with one dense and one sparse layer (8 experts, top 2): the moe op's kernel
+// selection must see the decode batch, not the chunk's rows.
+const Checkpoint& moe() {
+  static const GeneratedCheckpoint c(
+      [] {
+        RandomCheckpointOptions o;
+        o.arch = "qwen3-moe";
+        o.layers = 2;
+        o.experts = 8;
+        o.top_k = 2;
+        o.norm_topk = true;
+        o.mlp_only_layers = {0};
+        o.seed = 21;
+        return o;
+      }(),
+      "rlp_layerwise_moe");
   return c.get();
 }
 
@@ -137,6 +161,7 @@ class RowCountingOps {
     ops_.attention(l, q, k, v, pos0, c, o);
   }
   void silu_mul(const Mat& g, const Mat& u, Mat& o) const { ops_.silu_mul(g, u, o); }
+  void moe(const Mat& xn, int l, Mat& o, bool decode_step = false) const { ops_.moe(xn, l, o, decode_step); }
   void logprobs(const Mat& xn, Mat& o, bool decode_step = false) const { ops_.logprobs(xn, o, decode_step); }
   mutable int max_decode_rows = 0;
 
@@ -219,6 +244,16 @@ TEST(DecodeLayerwise, BitIdenticalToTokenByTokenWithWholeFp8Blocks) {
       {wide(), "fp8-gen", {{"fp8-promotion", "cublaslt"}, {"act-quant", "deepgemm"}, {"pow2-scales", "on"}}},
       {wide(), "fp8-e2e-kv", {{"tp", "2"}, {"attention", "split-kv:6"}, {"prefill-chunk", "4"}}},
       {wide(), "fp8-gen", {{"tp", "2"}, {"tp-reduce", "nccl-ring"}, {"batch", "40"}}},
+  };
+  for (const Case& c : cases) expect_layerwise_is_token_by_token(c, in);
+}
+
+TEST(DecodeLayerwise, BitIdenticalToTokenByTokenOnMoe) {
+  const std::vector<InputSequence> in = inputs(moe().spec().vocab, kShapes);
+  const std::vector<Case> cases = {
+      {moe(), "bf16", {{"batch", "3"}}},
+      {moe(), "bf16", {{"moe-combine", "rounded"}, {"moe-router-logits", "fp32"}, {"split-k", "3"}}},
+      {moe(), "fp8-gen", {{"moe-combine", "fp32"}, {"batch", "6"}}},
   };
   for (const Case& c : cases) expect_layerwise_is_token_by_token(c, in);
 }

@@ -132,6 +132,16 @@ TEST(Replay, EveryKnobChangesTheResult) {
   co.out = dir.string();
   write_random_checkpoint(co);
   const Checkpoint ckpt = Checkpoint::open(dir.string());
+  // The MoE knobs act on MoE checkpoints only: a small Qwen3-MoE one for them.
+  RandomCheckpointOptions mo = co;
+  mo.arch = "qwen3-moe";
+  mo.hidden = 128;
+  mo.heads = 4;
+  mo.experts = 4;
+  mo.top_k = 2;
+  mo.out = (dir / "moe").string();
+  write_random_checkpoint(mo);
+  const Checkpoint moe_ckpt = Checkpoint::open(mo.out);
   std::vector<InputSequence> in(2);
   for (int s = 0; s < 2; ++s) {
     in[static_cast<std::size_t>(s)].id = std::to_string(s);
@@ -164,7 +174,9 @@ TEST(Replay, EveryKnobChangesTheResult) {
                                                    {"logits", "bf16"},
                                                    {"tp", "2"},
                                                    {"tp-reduce", "custom-ar"},
-                                                   {"logsoftmax", "gathered"}};
+                                                   {"logsoftmax", "gathered"},
+                                                   {"moe-router-logits", "act"},
+                                                   {"moe-combine", "rounded"}};
   for (const auto& k : knob_table()) {
     ASSERT_TRUE(flip.count(k.name)) << "no flip value for knob " << k.name;
     PathStyle base = default_training_style();
@@ -189,6 +201,8 @@ TEST(Replay, EveryKnobChangesTheResult) {
       base.tp = 6;
     }
     if (k.name == "batch-pad") base.batch = 3;
+    const bool moe_knob = k.name.rfind("moe-", 0) == 0;
+    if (moe_knob) base.fp8_linear = false;
     ReplayOptions opt;
     opt.recipes = {"bf16"};
     opt.oracle = false;
@@ -196,7 +210,7 @@ TEST(Replay, EveryKnobChangesTheResult) {
     opt.recipe.gen_knobs.emplace_back(k.name, flip.at(k.name));
     EXPECT_NE(get_knob(base, k.name), flip.at(k.name)) << k.name;
     auto inputs = in;
-    const RunData run = run_replay(ckpt, inputs, opt);
+    const RunData run = run_replay(moe_knob ? moe_ckpt : ckpt, inputs, opt);
     EXPECT_GT(max_abs(run.recipes[0].tokens.at("log_ratio")), 0.0) << "knob " << k.name << " is dead";
   }
   std::filesystem::remove_all(dir);

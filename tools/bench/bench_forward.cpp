@@ -80,6 +80,12 @@ class TimedOps {
     attention_s += seconds_since(t0);
   }
   void silu_mul(const Mat& g, const Mat& u, Mat& out) const { ops_.silu_mul(g, u, out); }
+  // A MoE block is mostly its router's and experts' GEMMs: timed with the linears.
+  void moe(const Mat& xn, int l, Mat& out, bool decode_step = false) const {
+    const auto t0 = Clock::now();
+    ops_.moe(xn, l, out, decode_step);
+    linear_s += seconds_since(t0);
+  }
   void logprobs(const Mat& xn, Mat& out, bool decode_step = false) const {
     const auto t0 = Clock::now();
     ops_.logprobs(xn, out, decode_step);

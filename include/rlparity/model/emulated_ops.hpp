@@ -42,10 +42,20 @@ class EmulatedOps {
     virtual void observe(int layer, const Mat& q, const Mat& k, const Mat& v) = 0;
   };
   void set_qkv_observer(QkvObserver* obs) const { observer_ = obs; }
+  // Sees each MoE call's routing: ids[r * k + s], the experts row r chose in descending
+  // probability (slot order), for routing diagnostics and tests.
+  struct RoutingObserver {
+    virtual ~RoutingObserver() = default;
+    virtual void observe(int layer, const std::vector<int>& ids) = 0;
+  };
+  void set_routing_observer(RoutingObserver* obs) const { routing_observer_ = obs; }
 
  private:
   float round_act(float x) const;  // num::round_act in this path's activation format
-  void gemm(const Mat& x, const PreparedLinear& lin, Mat& y, bool out_fp32, bool decode_step) const;
+  // m_select > 0: the M kernel selection sees outside decode steps instead of x's rows (a MoE
+  // expert's GEMM is configured from the block's token count, as vLLM's fused_moe is).
+  void gemm(const Mat& x, const PreparedLinear& lin, Mat& y, bool out_fp32, bool decode_step,
+            int m_select = 0) const;
   void rms_norm_row(const float* z_for_var, const float* z, const float* w, int n, float* out) const;
   // A row-parallel linear (o_proj, down_proj) with style_.tp > 1: each rank's GEMM over its K range
   // writes an act-dtype partial, then the partials are all-reduced (linear.cpp).
@@ -61,6 +71,7 @@ class EmulatedOps {
   // With tp > 1: per layer, the o_proj [0] and down_proj [1] weights cut into tp K ranges.
   std::vector<std::vector<PreparedLinear>> tp_o_, tp_down_;
   mutable QkvObserver* observer_ = nullptr;
+  mutable RoutingObserver* routing_observer_ = nullptr;
 };
 static_assert(ForwardOps<EmulatedOps>);
 

@@ -45,10 +45,14 @@ void forward_rows(const Ops& ops, const int32_t* tokens, int n, const int* posit
     attend(l, q, k, v, attn);
     ops.linear(attn, l, Proj::o, o, decode_step);
     ops.add_norm(h, &o, l, NormSlot::post, xn);
-    ops.linear(xn, l, Proj::gate, gate, decode_step);
-    ops.linear(xn, l, Proj::up, up, decode_step);
-    ops.silu_mul(gate, up, act);
-    ops.linear(act, l, Proj::down, down, decode_step);
+    if (spec.is_moe_layer(l)) {
+      ops.moe(xn, l, down, decode_step);
+    } else {
+      ops.linear(xn, l, Proj::gate, gate, decode_step);
+      ops.linear(xn, l, Proj::up, up, decode_step);
+      ops.silu_mul(gate, up, act);
+      ops.linear(act, l, Proj::down, down, decode_step);
+    }
     pending = &down;
     if (hook) {
       ops.residual_sum(h, down, observed);

@@ -26,6 +26,13 @@ enum class TpReduce { vllm, custom_ar, nccl_ring, nccl_rs };
 // The M a decode batch runs at: the batch itself (eager), or padded up to the next CUDA-graph size
 // vLLM captures (docs/kernel-paths.md, "CUDA-graph padding").
 enum class BatchPad { none, vllm };
+// How a MoE block combines its k experts' outputs (docs/kernel-paths.md, "Mixture of experts"):
+// vllm = each expert's fp32 down-projection accumulator times its fp32 routing weight, rounded
+// once, then vLLM's moe_sum over the k slots; fp32 = each expert's act-dtype output times its fp32
+// weight, summed in fp32 in ascending expert order, one rounding (Megatron's unpermute with fp32
+// probs); rounded = weights cast to the act dtype, each product rounded and added in the act dtype
+// in ascending expert order (transformers' unfused Qwen3MoeSparseMoeBlock).
+enum class MoeCombine { vllm, fp32, rounded };
 
 struct PathStyle {
   std::string name;  // "gen" or "train"
@@ -72,6 +79,11 @@ struct PathStyle {
   int tp = 1;
   TpReduce tp_reduce = TpReduce::nccl_ring;
   bool vocab_parallel_logsoftmax = true;
+
+  // Mixture of experts (inert on dense models: the replay plan sets moe_model for MoE checkpoints).
+  bool moe_model = false;
+  bool router_logits_fp32 = true;  // router GEMM output kept fp32 (Megatron moe_router_dtype fp32) or act
+  MoeCombine moe_combine = MoeCombine::fp32;
 
   // True when decoder layer `layer` (0-based) of a model with `num_layers` runs fp8 linears.
   bool layer_is_fp8(int layer, int num_layers) const;

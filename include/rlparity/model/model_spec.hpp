@@ -7,7 +7,7 @@
 
 namespace rlp {
 
-enum class Arch { llama, qwen2, qwen3, mistral };
+enum class Arch { llama, qwen2, qwen3, mistral, qwen3_moe };
 
 struct RopeScaling {
   enum class Type { none, llama3 } type = Type::none;
@@ -56,6 +56,17 @@ struct ModelSpec {
                                  // then generation_config.json's (Checkpoint::open adds those)
 
   Fp8CheckpointQuant fp8;  // quantization_config (block-scaled fp8), when the checkpoint has one
+  // Mixture of experts (Qwen3-MoE); num_experts 0 = a dense model. A layer is sparse when
+  // is_moe_layer says so (transformers' Qwen3MoeDecoderLayer rule); dense layers keep the
+  // intermediate-size MLP.
+  int num_experts = 0;
+  int experts_per_tok = 0;   // k of the top-k routing
+  int moe_intermediate = 0;  // each expert's intermediate size
+  bool norm_topk_prob = false;
+  int decoder_sparse_step = 1;
+  std::vector<int> mlp_only_layers;
+  bool is_moe_layer(int layer) const;
+  int moe_layer_count() const;
 
   nlohmann::json to_json() const;
 };
@@ -69,5 +80,7 @@ std::vector<int> parse_token_ids(const nlohmann::json& config, const std::string
 
 // Hugging Face tensor names.
 std::string layer_tensor_name(int layer, const std::string& suffix);  // "model.layers.{i}.{suffix}"
+// An expert's projection within its layer: "mlp.experts.{e}.{proj}" (proj: gate_proj, up_proj, down_proj).
+std::string expert_tensor_suffix(int expert, const char* proj);
 
 }  // namespace rlp

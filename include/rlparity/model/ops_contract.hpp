@@ -38,6 +38,9 @@ concept ForwardOps = requires(const Ops& ops, typename Ops::Mat& m, const typena
   ops.attention(i, cm, cm, cm, i, cache, m);
   // act(silu(gate) * up).
   ops.silu_mul(cm, cm, m);
+  // A sparse MoE block (ModelSpec::is_moe_layer) on the normed rows: router, softmax top-k
+  // routing (moe_routing.hpp), the chosen experts' MLPs and their weighted combination.
+  ops.moe(cm, i, m, decode_step);
   // Log-probabilities over the vocabulary from the final normed hidden states.
   ops.logprobs(cm, m, decode_step);
 };
@@ -58,4 +61,5 @@ concept ForwardOps = requires(const Ops& ops, typename Ops::Mat& m, const typena
   void attention(int layer, const Mat& q, const Mat& k, const Mat& v, int pos0, Cache& cache, Mat& out) \
       const;                                                                                            \
   void silu_mul(const Mat& gate, const Mat& up, Mat& out) const;                                        \
+  void moe(const Mat& xn, int layer, Mat& out, bool decode_step = false) const;                         \
   void logprobs(const Mat& xn, Mat& out, bool decode_step = false) const;

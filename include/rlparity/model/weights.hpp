@@ -24,10 +24,20 @@ struct PreparedLinear {
   std::vector<float> bias;  // act-dtype values; empty when the layer has none
 };
 
+// Expert e's gate/up/down projection in a layer's `experts` list (index 3 e + 0, 1, 2).
+inline std::size_t expert_slot(int e, Proj p) {
+  return static_cast<std::size_t>(3 * e + (static_cast<int>(p) - static_cast<int>(Proj::gate)));
+}
+
 struct PreparedLayer {
   PreparedLinear proj[kNumProj];
   std::vector<float> input_norm, post_norm, q_norm, k_norm;
+  // Sparse MoE layers (ModelSpec::is_moe_layer; their proj gate/up/down stay empty): the router
+  // (act dtype on every path, docs/kernel-paths.md "Mixture of experts") and the experts.
+  PreparedLinear router;
+  std::vector<PreparedLinear> experts;
   const PreparedLinear& operator[](Proj p) const { return proj[static_cast<int>(p)]; }
+  const PreparedLinear& expert(int e, Proj p) const { return experts[expert_slot(e, p)]; }
 };
 
 struct PreparedWeights {
@@ -49,7 +59,10 @@ struct OracleLinear {
 struct OracleLayer {
   OracleLinear proj[kNumProj];
   std::vector<double> input_norm, post_norm, q_norm, k_norm;
+  OracleLinear router;  // MoE layers, as in PreparedLayer
+  std::vector<OracleLinear> experts;
   const OracleLinear& operator[](Proj p) const { return proj[static_cast<int>(p)]; }
+  const OracleLinear& expert(int e, Proj p) const { return experts[expert_slot(e, p)]; }
 };
 struct OracleWeights {
   std::vector<double> embed;

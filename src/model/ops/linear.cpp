@@ -15,12 +15,12 @@ namespace rlp {
 
 using ops_detail::kRowGrain;
 
-void EmulatedOps::gemm(const Mat& x, const PreparedLinear& lin, Mat& y, bool out_fp32,
-                       bool decode_step) const {
+void EmulatedOps::gemm(const Mat& x, const PreparedLinear& lin, Mat& y, bool out_fp32, bool decode_step,
+                       int m_select) const {
   const int n = static_cast<int>(x.rows());
   // Kernel selection sees M = the engine's decode batch during decode steps (however many rows this
   // call groups), the token count otherwise.
-  const int m_kernel = decode_step ? style_.decode_m() : n;
+  const int m_kernel = decode_step ? style_.decode_m() : (m_select > 0 ? m_select : n);
   num::GemmConfig cfg = style_.gemm_config(m_kernel, lin.in);
   if (out_fp32 || !lin.bias.empty()) cfg.out = num::OutRound::fp32;
   y.resize(n, lin.out);

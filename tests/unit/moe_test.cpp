@@ -1,0 +1,371 @@
+// Mixture of experts (issue 16, Qwen3-MoE): the routing rule against hand-worked values, the config
+// and checkpoint validation, the float64 MoE block against a naive re-implementation here, the
+// combine rules where they must agree, a generated near-tie that a known precision change flips,
+// and bit-identical results across thread counts.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "rlparity/model/checkpoint.hpp"
+#include "rlparity/model/checkpoint_writer.hpp"
+#include "rlparity/model/emulated_ops.hpp"
+#include "rlparity/model/forward.hpp"
+#include "rlparity/model/moe_routing.hpp"
+#include "rlparity/model/oracle_ops.hpp"
+#include "rlparity/model/weights.hpp"
+#include "rlparity/numerics/formats.hpp"
+#include "rlparity/util/parallel.hpp"
+#include "unit/scratch_test_util.hpp"
+
+namespace rlp {
+namespace {
+
+// ---- routing rule --------------------------------------------------------------------------------
+
+TEST(MoeRouting, SoftmaxTopKTiesAndRenormalisationByHand) {
+  // logits 1, 3, 3, 0: experts 1 and 2 tie for the top; k = 2 takes both, lower index first.
+  const double logits[4] = {1.0, 3.0, 3.0, 0.0};
+  double probs[4];
+  moe_softmax(
+      logits, 4, [](double x) { return std::exp(x); }, probs);
+  const double z = std::exp(-2.0) + 2.0 + std::exp(-3.0);
+  EXPECT_NEAR(probs[0], std::exp(-2.0) / z, 1e-15);
+  EXPECT_NEAR(probs[1], 1.0 / z, 1e-15);
+  EXPECT_NEAR(probs[3], std::exp(-3.0) / z, 1e-15);
+  int ids[2];
+  double w[2];
+  moe_top_k(probs, 4, 2, false, ids, w);
+  EXPECT_EQ(ids[0], 1);
+  EXPECT_EQ(ids[1], 2);
+  EXPECT_NEAR(w[0], 1.0 / z, 1e-15);  // no renormalisation: the softmax probabilities
+  moe_top_k(probs, 4, 2, true, ids, w);
+  EXPECT_EQ(w[0], 0.5);  // renormalised over the two equal choices
+  EXPECT_EQ(w[1], 0.5);
+  // k = 3: the third choice is expert 0 (e^-2 > e^-3), weights renormalised over three.
+  int ids3[3];
+  double w3[3];
+  moe_top_k(probs, 4, 3, true, ids3, w3);
+  EXPECT_EQ(ids3[2], 0);
+  EXPECT_NEAR(w3[2], std::exp(-2.0) / (2.0 + std::exp(-2.0)), 1e-15);
+  // An all-equal row: ties everywhere resolve to 0, 1, ... in order.
+  const float flat[5] = {0.25f, 0.25f, 0.25f, 0.25f, 0.25f};
+  int idf[3];
+  float wf[3];
+  moe_top_k(flat, 5, 3, false, idf, wf);
+  EXPECT_EQ(idf[0], 0);
+  EXPECT_EQ(idf[1], 1);
+  EXPECT_EQ(idf[2], 2);
+}
+
+// ---- config and checkpoint validation ----------------------------------------------------------------
+
+nlohmann::json moe_config() {
+  RandomCheckpointOptions o;
+  o.arch = "qwen3-moe";
+  o.layers = 4;
+  return random_checkpoint_config(o);
+}
+
+class MoeCheckpoint : public rlp_test::ScratchDirTest {};
+
+TEST_F(MoeCheckpoint, ConfigRulesAndErrors) {
+  nlohmann::json c = moe_config();
+  c["decoder_sparse_step"] = 2;
+  c["mlp_only_layers"] = {3};
+  const ModelSpec s = parse_model_spec(c, "cfg.json");
+  EXPECT_EQ(s.arch, Arch::qwen3_moe);
+  // transformers' rule: sparse when (l + 1) % step == 0 and l not in mlp_only_layers.
+  EXPECT_FALSE(s.is_moe_layer(0));
+  EXPECT_TRUE(s.is_moe_layer(1));
+  EXPECT_FALSE(s.is_moe_layer(2));
+  EXPECT_FALSE(s.is_moe_layer(3));
+  EXPECT_EQ(s.moe_layer_count(), 1);
+
+  c = moe_config();
+  c["num_experts_per_tok"] = 9;
+  EXPECT_NE(input_error([&] { parse_model_spec(c, "cfg.json"); }).find("'num_experts_per_tok' (9) exceeds"),
+            std::string::npos);
+  c = moe_config();
+  c.erase("moe_intermediate_size");
+  EXPECT_NE(input_error([&] { parse_model_spec(c, "cfg.json"); }).find("'moe_intermediate_size' is missing"),
+            std::string::npos);
+  // Newer configs may name the expert count num_local_experts (Qwen3MoeConfig.attribute_map).
+  c = moe_config();
+  c["num_local_experts"] = c["num_experts"];
+  c.erase("num_experts");
+  EXPECT_EQ(parse_model_spec(c, "cfg.json").num_experts, 8);
+  c["num_experts"] = 4;
+  EXPECT_NE(input_error([&] { parse_model_spec(c, "cfg.json"); }).find("disagree"), std::string::npos);
+  c = moe_config();
+  c["mlp_only_layers"] = {7};
+  EXPECT_NE(input_error([&] { parse_model_spec(c, "cfg.json"); }).find("mlp_only_layers[0]"),
+            std::string::npos);
+}
+
+// Rewrites one key of a written checkpoint's config.json.
+void set_config(const std::filesystem::path& dir, const char* key, const nlohmann::json& v) {
+  nlohmann::json c;
+  std::ifstream(dir / "config.json") >> c;
+  c[key] = v;
+  std::ofstream(dir / "config.json", std::ios::trunc) << c.dump(2);
+}
+
+TEST_F(MoeCheckpoint, OpenChecksEveryExpertByName) {
+  RandomCheckpointOptions o;
+  o.arch = "qwen3-moe";
+  o.layers = 2;
+  o.experts = 3;
+  o.out = (dir_ / "ck").string();
+  write_random_checkpoint(o);
+  const Checkpoint ck = Checkpoint::open(o.out);
+  EXPECT_EQ(ck.spec().num_experts, 3);
+  EXPECT_TRUE(ck.unused_tensors().empty());
+  auto open_error = [&] { return input_error([&] { Checkpoint::open(o.out); }); };
+  // The router says 4 experts where 3 are stored: its shape error names it.
+  set_config(o.out, "num_experts", 4);
+  EXPECT_NE(
+      open_error().find("'model.layers.0.mlp.gate.weight' has shape [3, 64] but the config implies [4, 64]"),
+      std::string::npos);
+  // A different expert width: the shape error names the first expert tensor.
+  set_config(o.out, "num_experts", 3);
+  set_config(o.out, "moe_intermediate_size", 32);
+  EXPECT_NE(open_error().find("'model.layers.0.mlp.experts.0.gate_proj.weight' has shape [64, 64]"),
+            std::string::npos);
+  // One expert's tensor left out of the file: named as missing.
+  set_config(o.out, "moe_intermediate_size", 64);
+  std::vector<TensorData> kept;
+  {
+    const Checkpoint full = Checkpoint::open(o.out);
+    for (const auto& [name, t] : full.tensors())
+      if (name != "model.layers.1.mlp.experts.2.up_proj.weight")
+        kept.push_back({name, t.dtype, t.shape, std::vector<uint8_t>(t.data, t.data + t.nbytes)});
+  }
+  write_safetensors((std::filesystem::path(o.out) / "model.safetensors").string(), kept);
+  EXPECT_NE(open_error().find("tensor 'model.layers.1.mlp.experts.2.up_proj.weight' is missing"),
+            std::string::npos);
+}
+
+TEST_F(MoeCheckpoint, MixedDenseAndSparseLayersRunTheForward) {
+  RandomCheckpointOptions o;
+  o.arch = "qwen3-moe";
+  o.layers = 3;
+  o.experts = 4;
+  o.mlp_only_layers = {1};
+  o.out = (dir_ / "ck").string();
+  write_random_checkpoint(o);
+  const Checkpoint ck = Checkpoint::open(o.out);
+  EXPECT_TRUE(ck.has("model.layers.1.mlp.gate_proj.weight"));
+  EXPECT_FALSE(ck.has("model.layers.1.mlp.gate.weight"));
+  EXPECT_TRUE(ck.unused_tensors().empty());
+  EXPECT_EQ(ck.spec().moe_layer_count(), 2);
+  // The float64 forward and the training path agree to bf16 level on every position's logprobs.
+  const OracleWeights ow = prepare_oracle_weights(ck);
+  const OracleOps oracle(ck.spec(), ow);
+  const PathStyle st = default_training_style();
+  const PreparedWeights w = prepare_weights(ck, st);
+  const EmulatedOps ops(ck.spec(), w, st);
+  const std::vector<int32_t> tokens = {1, 17, 99, 200, 5, 42, 7, 250};
+  const int n = static_cast<int>(tokens.size());
+  auto oc = oracle.new_cache(n);
+  auto ec = ops.new_cache(n);
+  OracleOps::Mat lo;
+  HostMat le;
+  forward(oracle, oc, tokens.data(), n, 0, lo);
+  forward(ops, ec, tokens.data(), n, 0, le);
+  double worst = 0;
+  for (Eigen::Index i = 0; i < lo.size(); ++i)
+    worst = std::max(worst, std::fabs(static_cast<double>(le.data()[i]) - lo.data()[i]));
+  EXPECT_LT(worst, 0.25);
+  EXPECT_GT(worst, 0.0);
+}
+
+// ---- the MoE block ---------------------------------------------------------------------------------
+
+// Rows of N(0, 1) rounded to bf16 (activations as the paths hold them).
+HostMat random_rows(int n, int h, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  HostMat x(n, h);
+  for (int i = 0; i < x.size(); ++i) x.data()[i] = num::round_bf16(nd(rng));
+  return x;
+}
+
+std::vector<double> tensor_f64(const Checkpoint& ck, const std::string& name) {
+  const TensorView& t = ck.tensor(name);
+  std::vector<double> v(static_cast<std::size_t>(t.numel()));
+  t.to_double(v.data());
+  return v;
+}
+
+// y = W x for W [rows x cols] row-major.
+std::vector<double> matvec(const std::vector<double>& w, const std::vector<double>& x, int rows) {
+  const std::size_t cols = x.size();
+  std::vector<double> y(static_cast<std::size_t>(rows), 0.0);
+  for (std::size_t r = 0; r < y.size(); ++r)
+    for (std::size_t c = 0; c < cols; ++c) y[r] += w[r * cols + c] * x[c];
+  return y;
+}
+
+struct MoeFixture : rlp_test::ScratchDirTest {
+  Checkpoint open(int experts, int top_k, bool near_tie = false, bool norm = true) {
+    RandomCheckpointOptions o;
+    o.arch = "qwen3-moe";
+    o.layers = 1;
+    o.experts = experts;
+    o.top_k = top_k;
+    o.norm_topk = norm;
+    o.router_near_tie = near_tie;
+    o.out = (dir_ / "ck").string();
+    write_random_checkpoint(o);
+    return Checkpoint::open(o.out);
+  }
+};
+
+// Records the last routing a path chose.
+struct LastRouting : EmulatedOps::RoutingObserver {
+  std::vector<int> ids;
+  void observe(int, const std::vector<int>& v) override { ids = v; }
+};
+
+TEST_F(MoeFixture, OracleBlockMatchesNaiveReference) {
+  for (const bool norm : {true, false}) {
+    const Checkpoint ck = open(6, 2, false, norm);
+    const ModelSpec& spec = ck.spec();
+    const OracleWeights ow = prepare_oracle_weights(ck);
+    const OracleOps oracle(spec, ow);
+    const HostMat x = random_rows(9, spec.hidden, 7);
+    OracleOps::Mat xd = x.cast<double>(), out;
+    oracle.moe(xd, 0, out);
+    const std::string L = "model.layers.0.mlp.";
+    const auto router = tensor_f64(ck, L + "gate.weight");
+    for (int r = 0; r < 9; ++r) {
+      std::vector<double> xr(xd.row(r).data(), xd.row(r).data() + spec.hidden);
+      const auto logits = matvec(router, xr, 6);
+      // softmax, then the two largest by a stable sort on (-p, index): the hand rule, not the header's.
+      const double mx = *std::max_element(logits.begin(), logits.end());
+      std::vector<double> p(6);
+      double z = 0;
+      for (int e = 0; e < 6; ++e)
+        z += p[static_cast<std::size_t>(e)] = std::exp(logits[static_cast<std::size_t>(e)] - mx);
+      for (double& v : p) v /= z;
+      std::vector<int> order(6);
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+        return p[static_cast<std::size_t>(a)] > p[static_cast<std::size_t>(b)];
+      });
+      double wsum =
+          norm ? p[static_cast<std::size_t>(order[0])] + p[static_cast<std::size_t>(order[1])] : 1.0;
+      std::vector<double> ref(static_cast<std::size_t>(spec.hidden), 0.0);
+      for (int s = 0; s < 2; ++s) {
+        const int e = order[static_cast<std::size_t>(s)];
+        const std::string E = L + "experts." + std::to_string(e) + ".";
+        const auto g = matvec(tensor_f64(ck, E + "gate_proj.weight"), xr, spec.moe_intermediate);
+        const auto u = matvec(tensor_f64(ck, E + "up_proj.weight"), xr, spec.moe_intermediate);
+        std::vector<double> a(g.size());
+        for (std::size_t i = 0; i < a.size(); ++i) a[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
+        const auto d = matvec(tensor_f64(ck, E + "down_proj.weight"), a, spec.hidden);
+        for (std::size_t i = 0; i < ref.size(); ++i) ref[i] += p[static_cast<std::size_t>(e)] / wsum * d[i];
+      }
+      for (int i = 0; i < spec.hidden; ++i)
+        EXPECT_NEAR(out(r, i), ref[static_cast<std::size_t>(i)],
+                    1e-12 * (1.0 + std::fabs(ref[static_cast<std::size_t>(i)])))
+            << "row " << r << " col " << i << " norm " << norm;
+    }
+  }
+}
+
+TEST_F(MoeFixture, PathsTrackTheOracleAndCombinesAgreeAtTopOne) {
+  const Checkpoint ck = open(4, 1);
+  const ModelSpec& spec = ck.spec();
+  const OracleWeights ow = prepare_oracle_weights(ck);
+  const OracleOps oracle(spec, ow);
+  const HostMat x = random_rows(16, spec.hidden, 11);
+  OracleOps::Mat ref;
+  oracle.moe(x.cast<double>(), 0, ref);
+  // With k = 1 and norm_topk_prob the weight is exactly 1: every combine rule gives the expert's
+  // own act-dtype output, bit for bit.
+  std::vector<HostMat> outs;
+  for (MoeCombine c : {MoeCombine::vllm, MoeCombine::fp32, MoeCombine::rounded}) {
+    PathStyle st = default_training_style();
+    st.moe_combine = c;
+    const PreparedWeights w = prepare_weights(ck, st);
+    const EmulatedOps ops(spec, w, st);
+    HostMat y;
+    ops.moe(x, 0, y);
+    outs.push_back(y);
+  }
+  for (std::size_t i = 1; i < outs.size(); ++i) EXPECT_EQ(outs[i], outs[0]) << "combine " << i;
+  // bf16-level agreement with the oracle (same routing for these rows: no near ties here).
+  double diff2 = 0, ref2 = 0;  // (loops: Eigen's AVX-512 reductions trip GCC 12's maybe-uninitialized)
+  for (Eigen::Index i = 0; i < ref.size(); ++i) {
+    const double dv = static_cast<double>(outs[0].data()[i]) - ref.data()[i];
+    diff2 += dv * dv;
+    ref2 += ref.data()[i] * ref.data()[i];
+  }
+  const double rel = std::sqrt(diff2 / ref2);
+  EXPECT_LT(rel, 2e-2);
+  EXPECT_GT(rel, 0.0);
+}
+
+TEST_F(MoeFixture, NearTieFlipsWithRouterLogitPrecision) {
+  const Checkpoint ck = open(4, 1, true);
+  const ModelSpec& spec = ck.spec();
+  PathStyle gen = default_generation_style(), train = default_training_style();
+  ASSERT_FALSE(gen.router_logits_fp32);
+  ASSERT_TRUE(train.router_logits_fp32);
+  const PreparedWeights wg = prepare_weights(ck, gen), wt = prepare_weights(ck, train);
+  const EmulatedOps og(spec, wg, gen), ot(spec, wt, train);
+  LastRouting rg, rt;
+  og.set_routing_observer(&rg);
+  ot.set_routing_observer(&rt);
+  const int n = 256;
+  const HostMat x = random_rows(n, spec.hidden, 3);
+  HostMat y;
+  og.moe(x, 0, y);
+  ot.moe(x, 0, y);
+  // Router rows 0 and 1 differ only in element 0 (row 1's is one bf16 ulp larger in magnitude, both
+  // positive): logit1 - logit0 = x[0] * ulp. With fp32 logits the larger wins; with bf16 logits they
+  // often round equal and the lower index (0) wins. So the only flips are gen 0 -> train 1, x[0] > 0.
+  int flips = 0;
+  for (int r = 0; r < n; ++r) {
+    const int g = rg.ids[static_cast<std::size_t>(r)], t = rt.ids[static_cast<std::size_t>(r)];
+    if (g == t) continue;
+    ++flips;
+    EXPECT_EQ(g, 0) << "row " << r;
+    EXPECT_EQ(t, 1) << "row " << r;
+    EXPECT_GT(x(r, 0), 0.0f) << "row " << r;
+  }
+  EXPECT_GT(flips, 5);
+  // The same knob on both paths: no flips.
+  PathStyle gen32 = gen;
+  gen32.router_logits_fp32 = true;
+  const EmulatedOps og32(spec, wg, gen32);
+  og32.set_routing_observer(&rg);
+  og32.moe(x, 0, y);
+  EXPECT_EQ(rg.ids, rt.ids);
+}
+
+TEST_F(MoeFixture, BitIdenticalAcrossThreadCounts) {
+  const Checkpoint ck = open(6, 4);
+  PathStyle st = default_generation_style();
+  const PreparedWeights w = prepare_weights(ck, st);
+  const EmulatedOps ops(ck.spec(), w, st);
+  const HostMat x = random_rows(70, ck.spec().hidden, 5);
+  const int before = thread_count();
+  set_thread_count(1);
+  HostMat y1, y4;
+  ops.moe(x, 0, y1);
+  set_thread_count(4);
+  ops.moe(x, 0, y4);
+  set_thread_count(before);
+  EXPECT_EQ(y1, y4);
+}
+
+}  // namespace
+}  // namespace rlp
