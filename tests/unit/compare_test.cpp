@@ -336,3 +336,45 @@ TEST(CompareCli, BitwiseGateCertifiesIdenticalLogprobsOnly) {
   // The ulp token has r = exp(-1.1e-16) < 1 and is clipped by a zero-width band; the other three are not.
   EXPECT_EQ(read_run_file(d / "band.h5").recipes[0].summary.at("ppo_clip_frac_low"), 0.25);
 }
+
+// compare --gen with a vLLM offline dump and an SGLang response (detected per line) against the
+// trainer's rlparity JSONL: the engine's logprobs are logp_gen, joined on the engine's ids.
+TEST(CompareCli, EngineResponsesAsTheGenerationSide) {
+  TempDir d("cmpengine");
+  auto run = [&](std::vector<std::string> a) { return rlp_test::run_cli(a, d.path().string()); };
+  write_text(
+      d / "gen.jsonl",
+      R"({"request_id": "r", "prompt_token_ids": [1, 4], "outputs": [{"index": 0, "token_ids": [9, 2], )"
+      R"("logprobs": [{"9": {"logprob": -0.75, "rank": 1}}, {"2": {"logprob": -0.25, "rank": 1}}]}]})"
+      "\n"
+      R"({"output_ids": [5], "meta_info": {"id": "s", "prompt_tokens": 1, "input_token_logprobs": [[null, 3, null]], )"
+      R"("output_token_logprobs": [[-1.0, 5, null]]}})"
+      "\n");
+  write_text(d / "train.jsonl",
+             R"({"id": "s", "prompt": [3], "response": [5], "logprobs": [-1.0]})"
+             "\n"
+             R"({"id": "r/0", "prompt": [1, 4], "response": [9, 2], "logprobs": [-0.5, -0.25]})"
+             "\n");
+  auto r =
+      run({"compare", "--gen", d / "gen.jsonl", "--train", d / "train.jsonl", "--out", d / "e.h5", "-q"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const RunData back = read_run_file(d / "e.h5");
+  EXPECT_EQ(back.seq_ids, (std::vector<std::string>{"r/0", "s"}));
+  EXPECT_EQ(back.recipes[0].tokens.at("logp_gen"), (std::vector<double>{-0.75, -0.25, -1.0}));
+  EXPECT_EQ(back.recipes[0].tokens.at("logp_train"), (std::vector<double>{-0.5, -0.25, -1.0}));
+  // Forced to a format the lines are not in: refused naming the line and the field.
+  r = run({"compare", "--gen", d / "gen.jsonl", "--train", d / "train.jsonl", "--out", d / "x.h5",
+           "--inputs-format", "vllm-chat"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("gen.jsonl:1: vllm-chat response: \"id\" is missing"), std::string::npos) << r.err;
+  // An engine response without logprobs cannot be a side.
+  write_text(
+      d / "nolp.jsonl",
+      R"({"request_id": "r", "prompt_token_ids": [1, 4], "outputs": [{"index": 0, "token_ids": [9, 2]}]})");
+  r = run({"compare", "--gen", d / "nolp.jsonl", "--train", d / "train.jsonl", "--out", d / "x.h5"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("nolp.jsonl:1: sequence 'r/0': the vllm-offline response carries no logprobs"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(std::filesystem::exists(d / "x.h5"));
+}
