@@ -157,6 +157,8 @@ int run(ReplayArgs& a) {
   }
   if (!a.quiet) {
     fmt::print("{}", format_summary_table(run.recipes));
+    if (const std::string engine = format_engine_table(run.recipes); !engine.empty())
+      fmt::print("\n{}", engine);
     if (!run.attribution.empty()) fmt::print("{}", format_attribution(run));
     fmt::print("wrote {} ({} sequences, {} response tokens, {} recipes)\n", a.out, run.num_sequences(),
                run.recipes.empty() ? 0 : run.recipes[0].tokens.at("logp_gen").size(), run.recipes.size());

@@ -23,6 +23,8 @@
 
 #include <algorithm>
 
+#include "rlparity/metrics/engine_side.hpp"
+
 namespace rlp {
 
 namespace {
@@ -176,10 +178,36 @@ const std::vector<MetricInfo>& metric_catalogue() {
   return catalogue;
 }
 
-const MetricInfo* find_metric(std::string_view name) {
+namespace {
+
+// The engine pair's prefix `name` starts with (engine_side.hpp), or empty.
+std::string engine_prefix_of(std::string_view name) {
+  for (const EngineSide& side : kEngineSides) {
+    std::string p = engine_prefix(side);
+    if (name.substr(0, p.size()) == p) return p;
+  }
+  return {};
+}
+
+const MetricInfo* find_unprefixed(std::string_view name) {
   for (const auto& m : metric_catalogue())
     if (m.name == name || (!m.alias.empty() && m.alias == name)) return &m;
   return nullptr;
+}
+
+}  // namespace
+
+const MetricInfo* find_metric(std::string_view name) {
+  if (const MetricInfo* m = find_unprefixed(name)) return m;
+  const std::string prefix = engine_prefix_of(name);
+  return prefix.empty() ? nullptr : find_unprefixed(name.substr(prefix.size()));
+}
+
+std::string stored_metric_name(std::string_view name) {
+  const MetricInfo* m = find_metric(name);
+  if (!m) return {};
+  if (find_unprefixed(name)) return m->name;
+  return engine_prefix_of(name) + m->name;
 }
 
 const std::vector<std::string>& metric_names() {
