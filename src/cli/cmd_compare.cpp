@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include "cli/commands.hpp"
+#include "cli/shared_options.hpp"
 #include "rlparity/compare/engine_dumps.hpp"
 #include "rlparity/io/run_file.hpp"
 #include "rlparity/metrics/summary_table.hpp"
@@ -13,8 +14,8 @@ namespace rlp::cli {
 namespace {
 
 struct CompareArgs {
-  std::string dump, gen, train, prime_rl, name = "compare", out;
-  double is_cap = 2.0;
+  std::string dump, gen, train, prime_rl, name = "compare", out, inputs_format = "auto";
+  StatsOptions stats;
   bool force = false, quiet = false;
 };
 
@@ -23,6 +24,8 @@ int run_compare(const CompareArgs& a) {
   if (modes != 1)
     RLP_THROW_INPUT("give exactly one input: --dump FILE.jsonl, --gen FILE --train FILE, or --prime-rl DIR");
   if (!a.gen.empty() != !a.train.empty()) RLP_THROW_INPUT("--gen and --train go together");
+  validate_stats_options(a.stats);
+  const std::optional<ResponseFormat> format = parse_response_format(a.inputs_format);
   check_output_path(a.out, "run file", a.force);
   std::vector<compare::DumpSequence> seqs;
   nlohmann::json source;
@@ -30,8 +33,9 @@ int run_compare(const CompareArgs& a) {
     seqs = compare::read_combined_dump(a.dump);
     source = {{"format", "jsonl"}, {"dump", a.dump}};
   } else if (!a.gen.empty()) {
-    seqs = compare::read_split_dumps(a.gen, a.train);
-    source = {{"format", "jsonl-pair"}, {"gen", a.gen}, {"train", a.train}};
+    seqs = compare::read_split_dumps(a.gen, a.train, format);
+    source = {
+        {"format", "jsonl-pair"}, {"gen", a.gen}, {"train", a.train}, {"inputs_format", a.inputs_format}};
   } else {
     std::size_t dropped = 0;
     std::vector<std::string> files;
@@ -46,9 +50,7 @@ int run_compare(const CompareArgs& a) {
                  "tool/user turns)\n",
                  dropped);
   }
-  StatsOptions stats;
-  stats.is_cap = a.is_cap;
-  RunData run = compare::build_compare_run(seqs, a.name, source, stats);
+  RunData run = compare::build_compare_run(seqs, a.name, source, a.stats);
   run.command_line = invocation();
   write_run_file(a.out, run, a.force);
   if (!a.quiet) {
@@ -72,13 +74,13 @@ void setup_compare(CLI::App& app, CommandRegistry& registry) {
       "--gen", args->gen,
       "JSONL of generation logprobs: {\"id\", \"prompt\", \"response\", \"logprobs\"} (with --train)");
   sub->add_option("--train", args->train, "JSONL of training logprobs, joined with --gen on \"id\"");
+  add_inputs_format_option(sub, args->inputs_format);
   sub->add_option("--prime-rl", args->prime_rl,
                   "prime-rl token export dir (token_exports/step_N/rank_R.jsonl)");
   sub->add_option("--name", args->name, "recipe name for the source")->capture_default_str();
   sub->add_option("--out,-o", args->out, "output HDF5 run file")->required();
   sub->add_flag("--force", args->force, "overwrite an existing output file");
-  sub->add_option("--is-cap", args->is_cap, "importance-ratio cap C for truncated/masked IS fractions")
-      ->capture_default_str();
+  add_stats_options(sub, args->stats);
   sub->add_flag("--quiet,-q", args->quiet, "print nothing on success");
   registry.add(sub, [args] { return run_compare(*args); });
 }

@@ -19,13 +19,14 @@ namespace {
 struct GateArgs {
   std::string run, thresholds, preset, baseline, recipes, junit, markdown;
   double max_regression = 0.10;
-  bool allow_different_inputs = false, json = false;
+  bool allow_different_inputs = false, json = false, bitwise = false;
 };
 
 int run_gate(const GateArgs& a) {
-  if (a.thresholds.empty() && a.preset.empty() && a.baseline.empty())
+  if (a.thresholds.empty() && a.preset.empty() && a.baseline.empty() && !a.bitwise)
     RLP_THROW_INPUT(
-        "nothing to gate on: give --thresholds FILE.toml, --preset nemo-rl|verl, and/or --baseline BASE.h5");
+        "nothing to gate on: give --thresholds FILE.toml, --preset nemo-rl|verl, --baseline BASE.h5 and/or "
+        "--bitwise");
   const RunData run = read_run_file(a.run);
   gate::GateOptions opt;
   opt.thresholds = load_thresholds(a.preset, a.thresholds);
@@ -37,6 +38,7 @@ int run_gate(const GateArgs& a) {
   opt.max_regression = a.max_regression;
   opt.allow_different_inputs = a.allow_different_inputs;
   opt.recipes = split_list(a.recipes);
+  opt.bitwise = a.bitwise;
   const gate::GateResult res = gate::evaluate(run, opt);
 
   gate::ReportContext ctx;
@@ -72,6 +74,9 @@ void setup_gate(CLI::App& app, CommandRegistry& registry) {
       ->check(CLI::NonNegativeNumber);
   sub->add_flag("--allow-different-inputs", args->allow_different_inputs,
                 "compare with a baseline whose inputs, checkpoint hash or recipe settings differ");
+  sub->add_flag("--bitwise", args->bitwise,
+                "pass only when every gated recipe's generation and training logprobs are identical in every "
+                "bit (a zero-mismatch certification)");
   sub->add_option("--recipes", args->recipes, "comma-separated recipes to gate (default: all)");
   sub->add_option("--junit", args->junit, "write a JUnit XML report here");
   sub->add_option("--markdown", args->markdown, "write a Markdown summary here");

@@ -8,6 +8,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/replay_args.hpp"
+#include "cli/shared_options.hpp"
 #include "rlparity/io/run_file.hpp"
 #include "rlparity/metrics/summary_table.hpp"
 #include "rlparity/model/checkpoint.hpp"
@@ -127,8 +128,8 @@ int run(ReplayArgs& a) {
     fmt::print(stderr, "rlparity: note: {} tensor(s) in {} are not used by {}:{}\n",
                ckpt.unused_tensors().size(), a.checkpoint, ckpt.spec().arch_name, names);
   }
-  std::vector<InputSequence> inputs =
-      read_inputs_jsonl(a.inputs, ckpt.spec().vocab, ckpt.spec().max_positions);
+  std::vector<InputSequence> inputs = read_inputs_jsonl(
+      a.inputs, ckpt.spec().vocab, ckpt.spec().max_positions, parse_response_format(a.inputs_format));
   const ReplayPlan plan = make_replay_plan(ckpt.spec(), opt, attr);
   if (memory_limit != 0) {
     uint64_t mapped = 0;
@@ -156,6 +157,8 @@ int run(ReplayArgs& a) {
   }
   if (!a.quiet) {
     fmt::print("{}", format_summary_table(run.recipes));
+    if (const std::string engine = format_engine_table(run.recipes); !engine.empty())
+      fmt::print("\n{}", engine);
     if (!run.attribution.empty()) fmt::print("{}", format_attribution(run));
     fmt::print("wrote {} ({} sequences, {} response tokens, {} recipes)\n", a.out, run.num_sequences(),
                run.recipes.empty() ? 0 : run.recipes[0].tokens.at("logp_gen").size(), run.recipes.size());
@@ -169,7 +172,9 @@ void add_replay_options(CLI::App* sub, ReplayArgs& a, bool sweep) {
   sub->add_option("--checkpoint", a.checkpoint,
                   "Hugging Face checkpoint directory (default: bundled stories260K)");
   sub->add_option("--inputs", a.inputs,
-                  "JSONL inputs: {\"id\", \"prompt\": [ids], \"response\": [ids]?, \"logprobs\": [..]?}");
+                  "JSONL inputs: {\"id\", \"prompt\": [ids], \"response\": [ids]?, \"logprobs\": [..]?}, or "
+                  "vLLM/SGLang responses (docs/compare.md)");
+  add_inputs_format_option(sub, a.inputs_format);
   sub->add_option("--recipes", a.recipes, "comma-separated: bf16, fp8-gen, fp8-e2e, fp8-e2e-kv, fp16")
       ->capture_default_str();
   sub->add_option("--out,-o", a.out, sweep ? "output HDF5 sweep file" : "output HDF5 run file")
@@ -200,8 +205,7 @@ void add_replay_options(CLI::App* sub, ReplayArgs& a, bool sweep) {
                   "nemo (p99.9 amax x 1.05 / 448) or vllm (amax/200, amax/100)")
       ->check(CLI::IsMember({"nemo", "vllm"}))
       ->capture_default_str();
-  sub->add_option("--is-cap", a.opt.is_cap, "importance-ratio cap C for truncated/masked IS fractions")
-      ->capture_default_str();
+  add_stats_options(sub, a.opt.stats);
   sub->add_flag("--no-oracle", a.no_oracle, "skip the float64 oracle");
   if (!sweep) {
     sub->add_option(

@@ -51,8 +51,8 @@ int run(SweepArgs& s) {
   CheckpointOptions co;
   co.allow_nonfinite = a.allow_nonfinite;
   const Checkpoint ckpt = Checkpoint::open(a.checkpoint, co);
-  std::vector<InputSequence> inputs =
-      read_inputs_jsonl(a.inputs, ckpt.spec().vocab, ckpt.spec().max_positions);
+  std::vector<InputSequence> inputs = read_inputs_jsonl(
+      a.inputs, ckpt.spec().vocab, ckpt.spec().max_positions, parse_response_format(a.inputs_format));
 
   const SweepResult sweep = run_sweep(ckpt, inputs, base, axes, [&](std::size_t p, RunData& run) {
     if (!a.quiet) fmt::print(stderr, "sweep: point {}/{} done\n", p + 1, points);

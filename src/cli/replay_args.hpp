@@ -11,7 +11,8 @@
 namespace rlp::cli {
 
 struct ReplayArgs {
-  std::string checkpoint, inputs, recipes = "bf16,fp8-gen,fp8-e2e", out = "rlparity-replay.h5";
+  std::string checkpoint, inputs, inputs_format = "auto", recipes = "bf16,fp8-gen,fp8-e2e",
+                                  out = "rlparity-replay.h5";
   std::string kv_scales = "recalibrated", kv_scale_method = "nemo", backend = "cpu", cuda_gemm = "cublaslt";
   bool force = false, quiet = false, no_oracle = false, allow_nonfinite = false;
   int threads = 0;

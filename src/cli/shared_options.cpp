@@ -2,6 +2,8 @@
 
 #include <fmt/core.h>
 
+#include <CLI/CLI.hpp>
+
 namespace rlp::cli {
 
 std::optional<gate::Thresholds> load_thresholds(const std::string& preset, const std::string& file) {
@@ -12,6 +14,35 @@ std::optional<gate::Thresholds> load_thresholds(const std::string& preset, const
     t = t ? gate::merge_thresholds(*t, from_file) : from_file;
   }
   return t;
+}
+
+void add_stats_options(CLI::App* sub, StatsOptions& s) {
+  sub->add_option("--is-cap", s.is_cap, "importance-ratio cap C for truncated/masked IS fractions")
+      ->capture_default_str();
+  const auto pair = [](double& low, double& high) {
+    return [&low, &high](const std::vector<double>& v) {
+      low = v.at(0);
+      high = v.at(1);
+    };
+  };
+  sub->add_option_function<std::vector<double>>(
+         "--ppo-eps", pair(s.ppo_eps_low, s.ppo_eps_high),
+         "PPO clip band LOW,HIGH: ppo_clip_frac counts r outside [1-LOW, 1+HIGH] (default 0.2,0.28)")
+      ->delimiter(',')
+      ->expected(2);
+  sub->add_option_function<std::vector<double>>(
+         "--icepop-bounds", pair(s.icepop_low, s.icepop_high),
+         "IcePop mask LOW,HIGH: icepop_mask_frac counts r outside [LOW, HIGH] (default 0.5,2)")
+      ->delimiter(',')
+      ->expected(2);
+}
+
+void add_inputs_format_option(CLI::App* sub, std::string& format) {
+  sub->add_option(
+         "--inputs-format", format,
+         "how input lines are read: auto (detected per line from its keys), rlparity, vllm-completions, "
+         "vllm-chat, vllm-offline, sglang")
+      ->capture_default_str();
 }
 
 void print_json(const nlohmann::json& j) {

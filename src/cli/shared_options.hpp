@@ -6,12 +6,25 @@
 #include <string>
 
 #include "rlparity/gate/thresholds.hpp"
+#include "rlparity/metrics/statistics.hpp"
+
+namespace CLI {
+class App;
+}
 
 namespace rlp::cli {
 
 // The --preset thresholds, overridden per statistic by the --thresholds file; nullopt when both
 // are empty.
 std::optional<gate::Thresholds> load_thresholds(const std::string& preset, const std::string& file);
+
+// --is-cap C, --ppo-eps LOW,HIGH and --icepop-bounds LOW,HIGH (replay, sweep and compare) into `s`,
+// which must outlive the parse; the bands are checked by validate_stats_options when used.
+void add_stats_options(CLI::App* sub, StatsOptions& s);
+
+// --inputs-format auto|rlparity|vllm-completions|vllm-chat|vllm-offline|sglang into `format` (checked
+// by parse_response_format when used).
+void add_inputs_format_option(CLI::App* sub, std::string& format);
 
 // `j` indented by 2, invalid UTF-8 replaced, and a newline.
 void print_json(const nlohmann::json& j);

@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 
+#include "rlparity/compare/engine_responses.hpp"
 #include "rlparity/util/error.hpp"
 #include "rlparity/util/json_depth.hpp"
 #include "rlparity/util/strings.hpp"
@@ -54,8 +55,9 @@ bool getline_capped(std::istream& in, std::string& text, const std::string& path
   }
 }
 
-// Reads a JSONL file: one object per non-blank line.
-std::vector<Line> read_jsonl(const std::string& path) {
+// Reads a JSONL file: one object per non-blank line (or, with `arrays`, an array of objects: engine
+// responses of a batch).
+std::vector<Line> read_jsonl(const std::string& path, bool arrays = false) {
   std::error_code ec;
   if (!fs::exists(path, ec)) RLP_THROW_INPUT("dump file '{}' does not exist", path);
   if (fs::is_directory(path, ec)) RLP_THROW_INPUT("dump file '{}' is a directory", path);
@@ -75,6 +77,13 @@ std::vector<Line> read_jsonl(const std::string& path) {
       l.value = json::parse(text);
     } catch (const json::exception& e) {
       RLP_THROW_INPUT("{}: not valid JSON: {}", l.where, e.what());
+    }
+    if (arrays && l.value.is_array()) {
+      for (std::size_t i = 0; i < l.value.size(); ++i) {
+        if (!l.value[i].is_object()) RLP_THROW_INPUT("{} [{}]: expected a JSON object", l.where, i);
+        out.push_back({std::move(l.value[i]), fmt::format("{} [{}]", l.where, i)});
+      }
+      continue;
     }
     if (!l.value.is_object()) RLP_THROW_INPUT("{}: expected a JSON object", l.where);
     out.push_back(std::move(l));
@@ -166,10 +175,25 @@ void read_sequence_fields(const Line& l, std::map<std::string, std::string>& see
   if (s.response.empty()) RLP_THROW_INPUT("{}: sequence '{}': \"response\" is empty", l.where, s.id);
 }
 
-std::vector<SideLine> read_side(const std::string& path) {
+// One side: rlparity's lines {"id", "prompt", "response", "logprobs"}, or engine responses
+// (engine_responses.hpp) whose logprobs are that side's.
+std::vector<SideLine> read_side(const std::string& path, std::optional<ResponseFormat> format) {
   std::vector<SideLine> out;
   std::map<std::string, std::string> seen;
-  for (const auto& l : read_jsonl(path)) {
+  for (const auto& l : read_jsonl(path, format != ResponseFormat::rlparity)) {
+    const ResponseFormat f =
+        format.value_or(detect_response_format(l.value).value_or(ResponseFormat::rlparity));
+    if (f != ResponseFormat::rlparity) {
+      for (EngineSequence& e : parse_engine_response(l.value, f, l.where)) {
+        if (e.logprobs.empty())
+          RLP_THROW_INPUT("{}: sequence '{}': the {} response carries no logprobs (request with logprobs)",
+                          l.where, e.id, response_format_name(f));
+        check_unique(seen, e.id, l.where);
+        out.push_back(
+            {std::move(e.id), l.where, std::move(e.prompt), std::move(e.response), std::move(e.logprobs)});
+      }
+      continue;
+    }
     SideLine s;
     read_sequence_fields(l, seen, s);
     s.logprobs = get_logprobs(l.value, "logprobs", l.where, s.id, s.response.size());
@@ -225,9 +249,10 @@ std::vector<DumpSequence> read_combined_dump(const std::string& path) {
   return out;
 }
 
-std::vector<DumpSequence> read_split_dumps(const std::string& gen_path, const std::string& train_path) {
-  const std::vector<SideLine> gen = read_side(gen_path);
-  const std::vector<SideLine> train = read_side(train_path);
+std::vector<DumpSequence> read_split_dumps(const std::string& gen_path, const std::string& train_path,
+                                           std::optional<ResponseFormat> format) {
+  const std::vector<SideLine> gen = read_side(gen_path, format);
+  const std::vector<SideLine> train = read_side(train_path, format);
   std::map<std::string, const SideLine*> by_id;
   for (const auto& t : train) by_id[t.id] = &t;
   std::vector<DumpSequence> out;

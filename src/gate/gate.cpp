@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <set>
 
+#include "rlparity/metrics/statistics.hpp"
 #include "rlparity/util/error.hpp"
 
 namespace rlp::gate {
@@ -127,11 +129,45 @@ std::vector<std::string> check_baseline_compatible(const RunData& run, const Run
   return problems;
 }
 
+Check bitwise_check(const RecipeResult& r, const std::vector<std::string>& seq_ids,
+                    const std::vector<int64_t>& offsets) {
+  Check c;
+  c.recipe = r.name;
+  c.statistic = "logprob_bit_mismatch";
+  c.direction = direction_of(c.statistic);
+  c.bound = Bound{std::nullopt, 0.0};
+  const auto lg = r.tokens.find("logp_gen"), lt = r.tokens.find("logp_train");
+  if (lg == r.tokens.end() || lt == r.tokens.end() || lg->second.size() != lt->second.size()) {
+    c.verdict = Verdict::missing;
+    c.message = fmt::format("recipe '{}' lacks logp_gen or logp_train of equal length", r.name);
+    return c;
+  }
+  const std::vector<double>& g = lg->second;
+  const std::vector<double>& t = lt->second;
+  std::size_t differ = 0, first = g.size();
+  for (std::size_t i = 0; i < g.size(); ++i)
+    if (std::memcmp(&g[i], &t[i], sizeof(double)) != 0 && differ++ == 0) first = i;
+  c.value = g.empty() ? 0.0 : static_cast<double>(differ) / static_cast<double>(g.size());
+  if (differ) {
+    c.verdict = Verdict::fail;
+    // The sequence owning token `first`: the last offset <= first.
+    const auto s = static_cast<std::size_t>(
+        std::upper_bound(offsets.begin(), offsets.end(), static_cast<int64_t>(first)) - offsets.begin() - 1);
+    const std::string id = s < seq_ids.size() ? seq_ids[s] : std::to_string(s);
+    c.message = fmt::format(
+        "{} of {} tokens differ in some bit; the first: sequence '{}' response token {}: logp_gen {:.17g}, "
+        "logp_train {:.17g}",
+        differ, g.size(), id, static_cast<int64_t>(first) - offsets[s], g[first], t[first]);
+  }
+  return c;
+}
+
 GateResult evaluate(const RunData& run, const GateOptions& opts) {
   const bool have_thresholds = opts.thresholds && !opts.thresholds->empty();
-  if (!have_thresholds && !opts.baseline)
+  if (!have_thresholds && !opts.baseline && !opts.bitwise)
     RLP_THROW_INPUT(
-        "nothing to gate on: give thresholds (--thresholds FILE.toml or --preset) and/or --baseline");
+        "nothing to gate on: give thresholds (--thresholds FILE.toml or --preset), --baseline and/or "
+        "--bitwise");
   if (run.recipes.empty()) RLP_THROW_INPUT("the run has no recipes");
   if (!(opts.max_regression >= 0.0) || !std::isfinite(opts.max_regression))
     RLP_THROW_INPUT("max regression must be a finite number >= 0 (got {})", opts.max_regression);
@@ -159,8 +195,11 @@ GateResult evaluate(const RunData& run, const GateOptions& opts) {
   if (opts.baseline)
     res.notes = check_baseline_compatible(run, *opts.baseline, res.recipes, opts.allow_different_inputs);
 
+  const std::vector<int64_t> offsets =
+      opts.bitwise ? response_offsets(run.seq_offsets, run.prompt_lengths) : std::vector<int64_t>{};
   for (const auto& name : res.recipes) {
     const RecipeResult& r = *find_recipe(run, name);
+    if (opts.bitwise) res.checks.push_back(bitwise_check(r, run.seq_ids, offsets));
     const RecipeResult* b = opts.baseline ? find_recipe(*opts.baseline, name) : nullptr;
     std::map<std::string, Bound> bounds;
     std::set<std::string> stats;
@@ -173,6 +212,7 @@ GateResult evaluate(const RunData& run, const GateOptions& opts) {
         if (r.summary.count(s) || b->summary.count(s)) stats.insert(s);
 
     for (const auto& stat : stats) {
+      if (opts.bitwise && stat == "logprob_bit_mismatch") continue;  // checked bitwise above
       Check c;
       c.recipe = name;
       c.statistic = stat;

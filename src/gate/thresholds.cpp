@@ -26,7 +26,7 @@ std::string where(const toml::node& n, const std::string& source) {
 // The stored name of a statistic a gate file names (a catalogue name or alias); InputError with the
 // nearest valid name otherwise.
 std::string check_statistic(const std::string& name, const std::string& loc) {
-  if (const MetricInfo* m = find_metric(name)) return m->name;
+  if (std::string stored = stored_metric_name(name); !stored.empty()) return stored;
   RLP_THROW_INPUT(
       "{}: unknown statistic '{}' (did you mean '{}'? the names are the summary attributes listed in "
       "docs/metrics.md)",

@@ -74,6 +74,12 @@ void validate(const RunData& run) {
                         std::to_string(S) + " (number of sequences)");
     }
     for (const auto& [k, v] : r.layers) check_name(k, base + "/layers metric");
+    for (const auto& [k, v] : r.engine) {
+      check_name(k, base + "/engine metric");
+      if (v.size() != response_tokens)
+        throw H5Failure(base + "/engine/" + k + " has " + std::to_string(v.size()) + " values, expected " +
+                        std::to_string(response_tokens) + " (number of response tokens)");
+    }
     for (const auto& [k, v] : r.summary) {
       check_name(k, base + " summary attribute");
       if (k == "settings") throw H5Failure(base + ": summary attribute may not be named 'settings'");
@@ -148,6 +154,7 @@ void write_contents(h5::Group& file, const RunData& run) {
     write_metric_group(g, "tokens", r.tokens);
     write_metric_group(g, "sequences", r.sequences);
     write_metric_group(g, "layers", r.layers);
+    if (!r.engine.empty()) write_metric_group(g, "engine", r.engine);
     g.close();
   }
   recipes.close();
@@ -239,6 +246,7 @@ RunData read_contents(const h5::Group& file) {
     r.tokens = read_metric_group(g, "tokens");
     r.sequences = read_metric_group(g, "sequences");
     r.layers = read_metric_group(g, "layers");
+    if (g.has_link("engine")) r.engine = read_metric_group(g, "engine");
     run.recipes.push_back(std::move(r));
   }
   if (file.has_link("attribution")) {

@@ -6,18 +6,24 @@
 //   verl (volcengine/verl): verl/trainer/ppo/rollout_corr_helper.py (rollout_corr/kl, k3_kl,
 //     chi2_token, chi2_seq with log ratios clamped to a safety bound, rollout_is_eff_sample_size of
 //     weights truncated at the IS threshold) and verl/utils/debug/metrics.py
-//     (training/rollout_probs_diff_{mean,max,std}, torch.std: unbiased).
+//     (calculate_debug_metrics: training/rollout_probs_diff_{mean,max,std}, torch.std: unbiased;
+//     training/rollout_actor_probs_pearson_corr, pearson_correlation_coefficient: torch.corrcoef of
+//     the two sides' token probabilities exp(logp)).
 //   slime (THUDM/slime): slime/backends/megatron_utils/loss.py (train_rollout_logprob_abs_diff,
 //     sum_of_sample_mean: a mean per sample, then over samples).
 //   prime-rl (PrimeIntellect-ai/prime-rl): src/prime_rl/trainer/rl/loss.py
 //     (compute_importance_ratio_and_mismatch_kl: r - log r - 1) logged by
 //     src/prime_rl/trainer/rl/train.py as mismatch_kl/all/mean.
-// A name is left empty where no engine source confirmed it.
+// A name is left empty where no engine source confirmed it: PPO's clip fraction is logged by the
+// engines at the update, with the advantage's sign (verl's pg_clipfrac), not as the band fraction
+// here; prime-rl's snapshot read (559b447) has no logprob_bit_mismatch, so the name is ours.
 #include "rlparity/metrics/metric_catalogue.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+
+#include "rlparity/metrics/engine_side.hpp"
 
 namespace rlp {
 
@@ -72,6 +78,16 @@ std::vector<MetricInfo> build() {
   add("tis_clip_frac", "fraction of tokens with r > C (truncated IS)", D::lower_is_better, F::fixed4);
   add("mis_mask_frac", "fraction of tokens with r outside [1/C, C] (masked IS)", D::lower_is_better,
       F::fixed4);
+  add("ppo_clip_frac",
+      "fraction of tokens with r outside [1 - eps_low, 1 + eps_high] (--ppo-eps, default 0.2,0.28): PPO's "
+      "clip at the first update, before any advantage sign",
+      D::lower_is_better, F::fixed4);
+  add("ppo_clip_frac_low", "fraction of tokens with r < 1 - eps_low", D::lower_is_better, F::fixed4);
+  add("ppo_clip_frac_high", "fraction of tokens with r > 1 + eps_high", D::lower_is_better, F::fixed4);
+  add("icepop_mask_frac", "fraction of tokens with r outside [low, high] (--icepop-bounds, default 0.5,2)",
+      D::lower_is_better, F::fixed4);
+  add("logprob_bit_mismatch", "fraction of tokens whose lg and lt differ in any bit (0: bitwise identical)",
+      D::lower_is_better, F::fixed4);
   add("chi2_token", "E[r^2] - 1 over tokens", D::lower_is_better, F::scientific,
       EngineNames{{}, "rollout_corr/chi2_token", {}, {}});
   add("chi2_seq",
@@ -104,6 +120,10 @@ std::vector<MetricInfo> build() {
       EngineNames{{}, "training/rollout_probs_diff_max", {}, {}});
   add("rollout_probs_diff_std", "unbiased (n - 1) std of |exp(lt) - exp(lg)|, as verl", D::lower_is_better,
       F::scientific, EngineNames{{}, "training/rollout_probs_diff_std", {}, {}});
+  add("rollout_actor_probs_pearson_corr",
+      "Pearson correlation of exp(lt) and exp(lg) over tokens (torch.corrcoef; NaN for < 2 tokens or a "
+      "constant side)",
+      D::higher_is_better, F::fixed4, EngineNames{{}, "training/rollout_actor_probs_pearson_corr", {}, {}});
   add("train_rollout_logprob_abs_diff", "= mean_abs_log_ratio (slime averages per sample first)",
       D::lower_is_better, F::scientific, EngineNames{{}, {}, "train/train_rollout_logprob_abs_diff", {}});
   add("top1_agree_frac", "mean top1_agree: fraction of tokens where both paths' argmax agree",
@@ -158,10 +178,36 @@ const std::vector<MetricInfo>& metric_catalogue() {
   return catalogue;
 }
 
-const MetricInfo* find_metric(std::string_view name) {
+namespace {
+
+// The engine pair's prefix `name` starts with (engine_side.hpp), or empty.
+std::string engine_prefix_of(std::string_view name) {
+  for (const EngineSide& side : kEngineSides) {
+    std::string p = engine_prefix(side);
+    if (name.substr(0, p.size()) == p) return p;
+  }
+  return {};
+}
+
+const MetricInfo* find_unprefixed(std::string_view name) {
   for (const auto& m : metric_catalogue())
     if (m.name == name || (!m.alias.empty() && m.alias == name)) return &m;
   return nullptr;
+}
+
+}  // namespace
+
+const MetricInfo* find_metric(std::string_view name) {
+  if (const MetricInfo* m = find_unprefixed(name)) return m;
+  const std::string prefix = engine_prefix_of(name);
+  return prefix.empty() ? nullptr : find_unprefixed(name.substr(prefix.size()));
+}
+
+std::string stored_metric_name(std::string_view name) {
+  const MetricInfo* m = find_metric(name);
+  if (!m) return {};
+  if (find_unprefixed(name)) return m->name;
+  return engine_prefix_of(name) + m->name;
 }
 
 const std::vector<std::string>& metric_names() {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <initializer_list>
 #include <limits>
 
@@ -73,7 +74,42 @@ void put_distribution(std::map<std::string, double>& out, const std::vector<doub
     out[distribution_statistic_name(family, s)] = distribution_value(d, s);
 }
 
+// Pearson's correlation of two equally long arrays in two passes (means, then centred sums), as
+// torch.corrcoef computes it; NaN for fewer than two values or a constant array.
+double pearson(const std::vector<double>& x, const std::vector<double>& y) {
+  const std::size_t n = x.size();
+  if (n < 2) return kNaN;
+  const double mx = mean_vec(x), my = mean_vec(y);
+  Sum sxy, sxx, syy;
+  for (std::size_t i = 0; i < n; ++i) {
+    sxy.add((x[i] - mx) * (y[i] - my));
+    sxx.add((x[i] - mx) * (x[i] - mx));
+    syy.add((y[i] - my) * (y[i] - my));
+  }
+  const double den = std::sqrt(sxx.value()) * std::sqrt(syy.value());
+  return den > 0.0 ? sxy.value() / den : kNaN;
+}
+
+// Any bit of the two stored doubles differs (-0.0 against 0.0 does; two NaNs of one payload do not).
+bool bits_differ(double a, double b) {
+  uint64_t ua = 0, ub = 0;
+  std::memcpy(&ua, &a, sizeof a);
+  std::memcpy(&ub, &b, sizeof b);
+  return ua != ub;
+}
+
 }  // namespace
+
+void validate_stats_options(const StatsOptions& o) {
+  if (!(o.is_cap > 1.0)) RLP_THROW_INPUT("--is-cap must be > 1 (got {})", o.is_cap);
+  if (!(o.ppo_eps_low >= 0.0 && o.ppo_eps_low < 1.0) || !(o.ppo_eps_high >= 0.0) ||
+      !std::isfinite(o.ppo_eps_high))
+    RLP_THROW_INPUT("--ppo-eps LOW,HIGH needs 0 <= LOW < 1 and a finite HIGH >= 0 (got {},{})", o.ppo_eps_low,
+                    o.ppo_eps_high);
+  if (!(o.icepop_low > 0.0 && o.icepop_low < 1.0 && o.icepop_high > 1.0) || !std::isfinite(o.icepop_high))
+    RLP_THROW_INPUT("--icepop-bounds LOW,HIGH needs 0 < LOW < 1 < HIGH, finite (got {},{})", o.icepop_low,
+                    o.icepop_high);
+}
 
 double percentile_nearest_rank(const std::vector<double>& sorted, int per_mille) {
   if (sorted.empty()) return kNaN;
@@ -124,7 +160,7 @@ void compute_recipe_statistics(RecipeResult& r, const std::vector<int64_t>& offs
   const std::vector<double>* lg_p = find(r.tokens, "logp_gen");
   const std::vector<double>* lt_p = find(r.tokens, "logp_train");
   RLP_CHECK(lg_p && lt_p, "recipe '{}': token metrics logp_gen and logp_train are required", r.name);
-  RLP_CHECK(opts.is_cap > 1.0, "recipe '{}': IS cap must be > 1 (got {})", r.name, opts.is_cap);
+  validate_stats_options(opts);
   const std::size_t n = lg_p->size();
   for (const auto& [key, v] : r.tokens)
     RLP_CHECK(v.size() == n, "recipe '{}': token metric '{}' has {} values, logp_gen has {}", r.name, key,
@@ -201,17 +237,30 @@ void compute_recipe_statistics(RecipeResult& r, const std::vector<int64_t>& offs
   if (const auto* v = find(r.tokens, "kl_train_gen")) put_distribution(sm, *v, distribution::kl_train_gen);
   put_distribution(sm, ratio, distribution::ratio);
   Sum sr, sr2;
-  std::size_t clip = 0, masked = 0;
+  std::size_t clip = 0, masked = 0, ppo_low = 0, ppo_high = 0, ppo_out = 0, icepop = 0, bits = 0;
+  const double ppo_lo = 1.0 - opts.ppo_eps_low, ppo_hi = 1.0 + opts.ppo_eps_high;
   for (std::size_t i = 0; i < n; ++i) {
     sr.add(ratio[i]);
     sr2.add(ratio[i] * ratio[i]);
     if (ratio[i] > C) ++clip;
     if (!(ratio[i] >= 1.0 / C && ratio[i] <= C)) ++masked;
+    // A NaN ratio is outside every band (counted in the total, in neither direction).
+    if (ratio[i] < ppo_lo) ++ppo_low;
+    if (ratio[i] > ppo_hi) ++ppo_high;
+    if (!(ratio[i] >= ppo_lo && ratio[i] <= ppo_hi)) ++ppo_out;
+    if (!(ratio[i] >= opts.icepop_low && ratio[i] <= opts.icepop_high)) ++icepop;
+    if (bits_differ(lg[i], lt[i])) ++bits;
   }
   const double dn = static_cast<double>(n);
+  const auto frac = [&](std::size_t k) { return n ? static_cast<double>(k) / dn : kNaN; };
   sm["ess"] = n ? sr.value() * sr.value() / (dn * sr2.value()) : kNaN;
-  sm["tis_clip_frac"] = n ? static_cast<double>(clip) / dn : kNaN;
-  sm["mis_mask_frac"] = n ? static_cast<double>(masked) / dn : kNaN;
+  sm["tis_clip_frac"] = frac(clip);
+  sm["mis_mask_frac"] = frac(masked);
+  sm["ppo_clip_frac"] = frac(ppo_out);
+  sm["ppo_clip_frac_low"] = frac(ppo_low);
+  sm["ppo_clip_frac_high"] = frac(ppo_high);
+  sm["icepop_mask_frac"] = frac(icepop);
+  sm["logprob_bit_mismatch"] = frac(bits);
   sm["chi2_token"] = n ? sr2.value() / dn - 1.0 : kNaN;
   sm["chi2_seq"] = mean_of(S, [&](std::size_t s) { return std::exp(2.0 * sum_lr[s]); }) - 1.0;
   const double k1 = mean_of(n, [&](std::size_t i) { return -log_ratio[i]; });
@@ -251,6 +300,12 @@ void compute_recipe_statistics(RecipeResult& r, const std::vector<int64_t>& offs
     }
     sm["rollout_probs_diff_max"] = mx;
     sm["rollout_probs_diff_std"] = n > 1 ? std::sqrt(sq.value() / (dn - 1.0)) : kNaN;  // unbiased, as verl
+    std::vector<double> pg(n), pt(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      pg[i] = std::exp(lg[i]);
+      pt[i] = std::exp(lt[i]);
+    }
+    sm["rollout_actor_probs_pearson_corr"] = pearson(pt, pg);
   }
   sm["train_rollout_logprob_abs_diff"] = sm["mean_abs_log_ratio"];
   sm["mismatch_kl"] = k3m;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "rlparity/metrics/engine_side.hpp"
 #include "rlparity/metrics/metric_catalogue.hpp"
 
 namespace rlp {
@@ -64,6 +65,11 @@ std::string format_summary_table(const std::vector<RecipeResult>& recipes) {
   out += '\n';
   for (std::size_t i = 1; i < rows.size(); ++i) emit(rows[i]);
   return out;
+}
+
+std::string format_engine_table(const std::vector<RecipeResult>& recipes) {
+  const std::vector<RecipeResult> rows = engine_comparison_rows(recipes);
+  return rows.empty() ? std::string() : "engine vs emulation\n" + format_summary_table(rows);
 }
 
 }  // namespace rlp

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "rlparity/compare/engine_responses.hpp"
 #include "rlparity/util/error.hpp"
 #include "rlparity/util/json_depth.hpp"
 
@@ -68,16 +69,16 @@ std::vector<int32_t> token_array(const json& v, const char* key, int vocab, cons
   return out;
 }
 
-InputSequence parse_line(const std::string& text, int vocab, int max_context, const LineCtx& ctx) {
-  if (json_nesting_depth(text) > kMaxJsonDepth)
-    RLP_INPUT_FAIL(ctx, "JSON is nested deeper than {} levels", kMaxJsonDepth);
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers like 1e400
-    RLP_INPUT_FAIL(ctx, "malformed JSON: {}", e.what());
-  }
-  if (!j.is_object()) RLP_INPUT_FAIL(ctx, "expected a JSON object, got {}", j.type_name());
+void check_context(const InputSequence& seq, int max_context, const LineCtx& ctx) {
+  const std::size_t total = seq.prompt.size() + seq.response.size();
+  if (total > static_cast<std::size_t>(max_context))
+    RLP_INPUT_FAIL(ctx,
+                   "sequence \"{}\": prompt ({}) + response ({}) = {} tokens exceeds the model context of {}",
+                   seq.id, seq.prompt.size(), seq.response.size(), total, max_context);
+}
+
+// rlparity's own line: {"id", "prompt", "response"?, "logprobs"?}.
+InputSequence parse_rlparity(const json& j, int vocab, int max_context, const LineCtx& ctx) {
   for (const auto& [key, value] : j.items()) {
     (void)value;
     if (key != "id" && key != "prompt" && key != "response" && key != "logprobs")
@@ -108,10 +109,7 @@ InputSequence parse_line(const std::string& text, int vocab, int max_context, co
       RLP_INPUT_FAIL(ctx, "\"response\" is empty (omit the key to have a response sampled)");
     seq.has_response = true;
   }
-  const std::size_t total = seq.prompt.size() + seq.response.size();
-  if (total > static_cast<std::size_t>(max_context))
-    RLP_INPUT_FAIL(ctx, "prompt ({}) + response ({}) = {} tokens exceeds the model context of {}",
-                   seq.prompt.size(), seq.response.size(), total, max_context);
+  check_context(seq, max_context, ctx);
   auto l_it = j.find("logprobs");
   if (l_it != j.end()) {
     if (!seq.has_response) RLP_INPUT_FAIL(ctx, "\"logprobs\" given without a \"response\"");
@@ -130,6 +128,64 @@ InputSequence parse_line(const std::string& text, int vocab, int max_context, co
   return seq;
 }
 
+// The sequences of one engine response (engine_responses.hpp), checked against the vocabulary and
+// the context like rlparity's lines.
+std::vector<InputSequence> engine_sequences(const json& j, ResponseFormat f, const std::string& where,
+                                            int vocab, int max_context, const LineCtx& ctx) {
+  std::vector<InputSequence> out;
+  for (EngineSequence& e : parse_engine_response(j, f, where)) {
+    InputSequence seq;
+    seq.id = std::move(e.id);
+    seq.line = ctx.line;
+    for (const auto* ids : {&e.prompt, &e.response})
+      for (std::size_t i = 0; i < ids->size(); ++i)
+        if ((*ids)[i] >= vocab)
+          RLP_THROW_INPUT("{}: sequence \"{}\": {} token {} = {} is outside the vocabulary [0, {})", where,
+                          seq.id, ids == &e.prompt ? "prompt" : "response", i, (*ids)[i], vocab);
+    if (e.prompt.empty()) RLP_THROW_INPUT("{}: sequence \"{}\": the prompt is empty", where, seq.id);
+    seq.prompt = std::move(e.prompt);
+    seq.response = std::move(e.response);
+    seq.has_response = true;
+    seq.engine_logprobs = std::move(e.logprobs);
+    check_context(seq, max_context, ctx);
+    out.push_back(std::move(seq));
+  }
+  return out;
+}
+
+// One line: rlparity's object, an engine's response object, or (engine formats only) an array of
+// responses. `forced`: --inputs-format; nullopt detects each object's format from its keys.
+std::vector<InputSequence> parse_line(const std::string& text, int vocab, int max_context, const LineCtx& ctx,
+                                      std::optional<ResponseFormat> forced) {
+  if (json_nesting_depth(text) > kMaxJsonDepth)
+    RLP_INPUT_FAIL(ctx, "JSON is nested deeper than {} levels", kMaxJsonDepth);
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers like 1e400
+    RLP_INPUT_FAIL(ctx, "malformed JSON: {}", e.what());
+  }
+  const std::string where = fmt::format("inputs file '{}', line {}", ctx.path, ctx.line);
+  if (j.is_array() && forced != ResponseFormat::rlparity) {
+    std::vector<InputSequence> out;
+    for (std::size_t i = 0; i < j.size(); ++i) {
+      const std::string at = fmt::format("{} [{}]", where, i);
+      const auto f = forced ? forced : detect_response_format(j[i]);
+      if (!f)
+        RLP_THROW_INPUT(
+            "{}: expected a JSON object that is a response of an engine format (vllm-completions, vllm-chat, "
+            "vllm-offline, sglang), got {}",
+            at, j[i].is_object() ? "an object of none" : j[i].type_name());
+      for (auto& s : engine_sequences(j[i], *f, at, vocab, max_context, ctx)) out.push_back(std::move(s));
+    }
+    return out;
+  }
+  if (!j.is_object()) RLP_INPUT_FAIL(ctx, "expected a JSON object, got {}", j.type_name());
+  const ResponseFormat f = forced.value_or(detect_response_format(j).value_or(ResponseFormat::rlparity));
+  if (f == ResponseFormat::rlparity) return {parse_rlparity(j, vocab, max_context, ctx)};
+  return engine_sequences(j, f, where, vocab, max_context, ctx);
+}
+
 bool is_blank(const std::string& s) {
   for (char c : s)
     if (c != ' ' && c != '\t' && c != '\r' && c != '\n' && c != '\f' && c != '\v') return false;
@@ -138,7 +194,8 @@ bool is_blank(const std::string& s) {
 
 }  // namespace
 
-std::vector<InputSequence> read_inputs_jsonl(const std::string& path, int vocab_size, int max_context) {
+std::vector<InputSequence> read_inputs_jsonl(const std::string& path, int vocab_size, int max_context,
+                                             std::optional<ResponseFormat> format) {
   RLP_CHECK(vocab_size > 0 && max_context > 0,
             "read_inputs_jsonl: vocab_size {} and max_context {} must be > 0", vocab_size, max_context);
   std::error_code ec;
@@ -154,10 +211,11 @@ std::vector<InputSequence> read_inputs_jsonl(const std::string& path, int vocab_
     ++line_no;
     if (!is_blank(cur)) {
       LineCtx ctx{path, line_no};
-      InputSequence seq = parse_line(cur, vocab_size, max_context, ctx);
-      auto [it, inserted] = seen.emplace(seq.id, line_no);
-      if (!inserted) RLP_INPUT_FAIL(ctx, "duplicate id \"{}\" (first used on line {})", seq.id, it->second);
-      out.push_back(std::move(seq));
+      for (InputSequence& seq : parse_line(cur, vocab_size, max_context, ctx, format)) {
+        auto [it, inserted] = seen.emplace(seq.id, line_no);
+        if (!inserted) RLP_INPUT_FAIL(ctx, "duplicate id \"{}\" (first used on line {})", seq.id, it->second);
+        out.push_back(std::move(seq));
+      }
     }
     cur.clear();
   };

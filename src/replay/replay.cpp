@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 
+#include "rlparity/metrics/engine_side.hpp"
 #include "rlparity/metrics/statistics.hpp"
 #include "rlparity/metrics/token_metrics.hpp"
 #include "rlparity/model/emulated_ops.hpp"
@@ -350,11 +351,12 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
     r.settings = {{"recipe", r.name},
                   {"gen", recipes[ri].gen.to_json()},
                   {"train", recipes[ri].train.to_json()},
-                  {"is_cap", opt.is_cap},
+                  {"is_cap", opt.stats.is_cap},
+                  {"ppo_eps", {opt.stats.ppo_eps_low, opt.stats.ppo_eps_high}},
+                  {"icepop_bounds", {opt.stats.icepop_low, opt.stats.icepop_high}},
                   {"kv_scales", recipes[ri].needs_kv_scales() ? kv_json : nlohmann::json(nullptr)}};
-    StatsOptions so;
-    so.is_cap = opt.is_cap;
-    compute_recipe_statistics(r, resp_off, so);
+    compute_recipe_statistics(r, resp_off, opt.stats);
+    if (!run.engine_logprobs.empty()) compute_engine_statistics(r, run.engine_logprobs, resp_off, opt.stats);
     run.recipes.push_back(std::move(r));
   }
   run.extra = {{"backend", opt.backend ? opt.backend->name : std::string("cpu")},

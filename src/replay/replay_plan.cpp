@@ -61,7 +61,7 @@ ReplayPlan make_replay_plan(const ModelSpec& spec, const ReplayOptions& options,
   plan.options.recipe.fp8_checkpoint = spec.fp8.enabled;
   plan.threads = options.threads.value_or(thread_count());
   if (options.recipes.empty()) RLP_THROW_INPUT("no recipes given");
-  if (!(options.is_cap > 1.0)) RLP_THROW_INPUT("--is-cap must be > 1 (got {})", options.is_cap);
+  validate_stats_options(options.stats);
   for (const auto& name : options.recipes) {
     for (const auto& r : plan.recipes)
       if (r.name == name) RLP_THROW_INPUT("recipe '{}' given twice", name);

@@ -236,6 +236,13 @@ std::string attribution_html(const RunData& run) {
   return o;
 }
 
+std::string engine_html(const RunData& run) {
+  std::string o;
+  for (const auto& s : engine_sections(run))
+    o += "<section id=\"engine\">" + table_section_html(s) + "</section>\n";
+  return o;
+}
+
 std::string inspect_html(const InspectResult& r, const std::string& path) {
   std::string o = R"(<section id="inspect"><h2>Checkpoint inspection</h2>)";
   o += fmt::format(
@@ -385,6 +392,7 @@ std::string render_html(const RunData& run, const ReportOptions& opt) {
   o += "</details>\n</section>\n";
 
   if (opt.baseline) o += baseline_section(run, opt);
+  o += engine_html(run);
   o += attribution_html(run);
   if (opt.inspect) o += inspect_html(*opt.inspect, opt.inspect_path);
 

@@ -134,6 +134,7 @@ std::string render_markdown(const RunData& run, const ReportOptions& opt) {
     o += fmt::format("\n{} of {} tokens omitted (showing the {} with the largest |log ratio|).\n",
                      n - rows.size(), n, rows.size());
   }
+  for (const auto& s : engine_sections(run)) o += table_section_md(s);
   const auto attribution = attribution_sections(run);
   if (!attribution.empty()) o += "\n## Attribution\n";
   for (const auto& s : attribution) o += table_section_md(s);

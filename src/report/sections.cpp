@@ -8,6 +8,9 @@
 #include <functional>
 #include <numeric>
 
+#include "rlparity/metrics/engine_side.hpp"
+#include "rlparity/metrics/metric_catalogue.hpp"
+
 namespace rlp::report {
 
 namespace {
@@ -253,6 +256,39 @@ std::vector<TableSection> attribution_sections(const RunData& run) {
     out.push_back(std::move(s));
   }
   return out;
+}
+
+std::vector<TableSection> engine_sections(const RunData& run) {
+  const std::vector<RecipeResult> rows = engine_comparison_rows(run.recipes);
+  if (rows.empty()) return {};
+  TableSection s;
+  s.id = "engine-vs-emulation";
+  s.title = "Engine vs emulation";
+  s.notes.push_back(
+      "The real engine's logprobs of the inputs (/inputs/engine_logprobs) against each recipe's generation "
+      "path, training path and float64 oracle, with the engine as the sampling side: log ratio = l_side - "
+      "l_engine over the tokens the engine gave a logprob (attributes engine_<side>_<statistic>). Near zero "
+      "against gen: the emulated generation path tells the truth about this engine.");
+  std::vector<std::string> names = {"num_tokens"};
+  for (const auto& n : headline_metric_names()) names.push_back(n);
+  for (const char* n : {"ppo_clip_frac", "logprob_bit_mismatch"}) names.push_back(n);
+  s.keys.push_back("pair");
+  s.headers.push_back("recipe vs engine");
+  for (const auto& n : names) {
+    const MetricInfo* m = find_metric(n);
+    s.keys.push_back(n);
+    s.headers.push_back(m && !m->label.empty() ? m->label : n);
+  }
+  for (const auto& r : rows) {
+    std::vector<TableCell> row = {text_cell(r.name)};
+    for (const auto& n : names) {
+      const auto it = r.summary.find(n);
+      row.push_back(it == r.summary.end() ? text_cell("-") : num_cell(it->second));
+    }
+    s.rows.push_back(std::move(row));
+  }
+  s.bar_column = column_index(s, "mean_abs_log_ratio");
+  return {std::move(s)};
 }
 
 std::vector<TableSection> inspect_sections(const InspectResult& r, std::size_t max_chart_tensors) {

@@ -44,6 +44,10 @@ TableCell text_cell(std::string s);
 // One section per attribution table present in the run (layers, layer_candidates, knobs,
 // kv_scales, in that order; unknown kinds are skipped). Empty when the run has no /attribution.
 std::vector<TableSection> attribution_sections(const RunData& run);
+// "Engine vs emulation": one row per recipe and side the engine was compared with (engine_side.hpp),
+// the token count, the headline statistics and the RL-impact fractions of the pair. Empty when the
+// run's inputs carry no engine logprobs.
+std::vector<TableSection> engine_sections(const RunData& run);
 // The inspect file's per-tensor table (worst SNR first) with its SNR chart per convention and scale
 // mode (at most `max_chart_tensors` tensors drawn), and the per-layer table with the recommendation.
 std::vector<TableSection> inspect_sections(const InspectResult& r, std::size_t max_chart_tensors = 48);

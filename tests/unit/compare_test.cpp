@@ -289,3 +289,92 @@ TEST(CompareCli, WritesRunFileAndGatesIt) {
   EXPECT_EQ(run({"compare", "--dump", d / "missing.jsonl", "--out", d / "x.h5"}).code, 2);
   EXPECT_FALSE(std::filesystem::exists(d / "x.h5"));
 }
+
+// gate --bitwise: a compare of a dump whose two sides are the same numbers passes; one token that
+// differs in its last bit (and a -0.0 against 0.0, equal as numbers) fails, naming the first.
+TEST(CompareCli, BitwiseGateCertifiesIdenticalLogprobsOnly) {
+  TempDir d("bitwise");
+  auto run = [&](std::vector<std::string> a) { return rlp_test::run_cli(a, d.path().string()); };
+  write_text(
+      d / "same.jsonl",
+      R"({"id": "a", "prompt": [1], "response": [2, 3], "gen_logprobs": [-1.25, -0.1], "train_logprobs": [-1.25, -0.1]})"
+      "\n");
+  write_text(
+      d / "ulp.jsonl",
+      R"({"id": "a", "prompt": [1], "response": [2, 3], "gen_logprobs": [-1.25, -0.1], "train_logprobs": [-1.25, -0.1]})"
+      "\n"
+      R"({"id": "b", "prompt": [1], "response": [4, 5], "gen_logprobs": [-2.0, -0.5], "train_logprobs": [-2.0, -0.50000000000000011]})"
+      "\n");
+  ASSERT_EQ(run({"compare", "--dump", d / "same.jsonl", "--out", d / "same.h5", "-q"}).code, 0);
+  ASSERT_EQ(run({"compare", "--dump", d / "ulp.jsonl", "--out", d / "ulp.h5", "-q"}).code, 0);
+  EXPECT_EQ(read_run_file(d / "same.h5").recipes[0].summary.at("logprob_bit_mismatch"), 0.0);
+  EXPECT_EQ(read_run_file(d / "ulp.h5").recipes[0].summary.at("logprob_bit_mismatch"), 0.25);
+  auto r = run({"gate", d / "same.h5", "--bitwise"});
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  r = run({"gate", d / "ulp.h5", "--bitwise", "--json"});
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["checks"].size(), 1u) << r.out;
+  EXPECT_EQ(j["checks"][0]["statistic"], "logprob_bit_mismatch");
+  EXPECT_EQ(j["checks"][0]["verdict"], "fail");
+  const std::string msg = j["checks"][0]["message"];
+  EXPECT_NE(msg.find("1 of 4 tokens"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("sequence 'b' response token 1"), std::string::npos) << msg;
+  // With thresholds that the ulp run passes, --bitwise alone still fails it.
+  write_text(d / "loose.toml", "[default]\nmax_abs_log_ratio = { max = 1.0 }\n");
+  EXPECT_EQ(run({"gate", d / "ulp.h5", "--thresholds", d / "loose.toml"}).code, 0);
+  EXPECT_EQ(run({"gate", d / "ulp.h5", "--thresholds", d / "loose.toml", "--bitwise"}).code, 1);
+  // The RL-impact bands are options of compare, checked before any file is read.
+  r = run({"compare", "--dump", d / "same.jsonl", "--out", d / "x.h5", "--ppo-eps", "1.5,0.2"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--ppo-eps"), std::string::npos) << r.err;
+  EXPECT_EQ(run({"compare", "--dump", d / "same.jsonl", "--out", d / "x.h5", "--icepop-bounds", "0.5"}).code,
+            2);
+  EXPECT_FALSE(std::filesystem::exists(d / "x.h5"));
+  ASSERT_EQ(
+      run({"compare", "--dump", d / "ulp.jsonl", "--out", d / "band.h5", "-q", "--ppo-eps", "0,0"}).code, 0);
+  // The ulp token has r = exp(-1.1e-16) < 1 and is clipped by a zero-width band; the other three are not.
+  EXPECT_EQ(read_run_file(d / "band.h5").recipes[0].summary.at("ppo_clip_frac_low"), 0.25);
+}
+
+// compare --gen with a vLLM offline dump and an SGLang response (detected per line) against the
+// trainer's rlparity JSONL: the engine's logprobs are logp_gen, joined on the engine's ids.
+TEST(CompareCli, EngineResponsesAsTheGenerationSide) {
+  TempDir d("cmpengine");
+  auto run = [&](std::vector<std::string> a) { return rlp_test::run_cli(a, d.path().string()); };
+  write_text(
+      d / "gen.jsonl",
+      R"({"request_id": "r", "prompt_token_ids": [1, 4], "outputs": [{"index": 0, "token_ids": [9, 2], )"
+      R"("logprobs": [{"9": {"logprob": -0.75, "rank": 1}}, {"2": {"logprob": -0.25, "rank": 1}}]}]})"
+      "\n"
+      R"({"output_ids": [5], "meta_info": {"id": "s", "prompt_tokens": 1, "input_token_logprobs": [[null, 3, null]], )"
+      R"("output_token_logprobs": [[-1.0, 5, null]]}})"
+      "\n");
+  write_text(d / "train.jsonl",
+             R"({"id": "s", "prompt": [3], "response": [5], "logprobs": [-1.0]})"
+             "\n"
+             R"({"id": "r/0", "prompt": [1, 4], "response": [9, 2], "logprobs": [-0.5, -0.25]})"
+             "\n");
+  auto r =
+      run({"compare", "--gen", d / "gen.jsonl", "--train", d / "train.jsonl", "--out", d / "e.h5", "-q"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const RunData back = read_run_file(d / "e.h5");
+  EXPECT_EQ(back.seq_ids, (std::vector<std::string>{"r/0", "s"}));
+  EXPECT_EQ(back.recipes[0].tokens.at("logp_gen"), (std::vector<double>{-0.75, -0.25, -1.0}));
+  EXPECT_EQ(back.recipes[0].tokens.at("logp_train"), (std::vector<double>{-0.5, -0.25, -1.0}));
+  // Forced to a format the lines are not in: refused naming the line and the field.
+  r = run({"compare", "--gen", d / "gen.jsonl", "--train", d / "train.jsonl", "--out", d / "x.h5",
+           "--inputs-format", "vllm-chat"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("gen.jsonl:1: vllm-chat response: \"id\" is missing"), std::string::npos) << r.err;
+  // An engine response without logprobs cannot be a side.
+  write_text(
+      d / "nolp.jsonl",
+      R"({"request_id": "r", "prompt_token_ids": [1, 4], "outputs": [{"index": 0, "token_ids": [9, 2]}]})");
+  r = run({"compare", "--gen", d / "nolp.jsonl", "--train", d / "train.jsonl", "--out", d / "x.h5"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("nolp.jsonl:1: sequence 'r/0': the vllm-offline response carries no logprobs"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(std::filesystem::exists(d / "x.h5"));
+}

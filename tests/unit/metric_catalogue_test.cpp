@@ -72,7 +72,8 @@ TEST(MetricCatalogue, DirectionsAsTheGateRuleBeforeTheCatalogue) {
   for (const auto& m : metric_catalogue()) {
     const std::string& s = m.name;
     MetricDirection old = MetricDirection::lower_is_better;
-    if (s == "ess" || s == "rollout_is_eff_sample_size" || s == "top1_agree_frac")
+    if (s == "ess" || s == "rollout_is_eff_sample_size" || s == "top1_agree_frac" ||
+        s == "rollout_actor_probs_pearson_corr")  // a correlation: 1 is identical
       old = MetricDirection::higher_is_better;
     else if (s == "k1" || s == "rollout_corr_kl")
       old = MetricDirection::closer_to_zero;

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <numbers>
 #include <random>
 
@@ -271,6 +272,94 @@ TEST(FinalizeRecipe, IsCapFractionsAndAsymmetricKlErrors) {
   EXPECT_TRUE(std::isnan(one.summary.at("rollout_probs_diff_std")));  // n - 1 = 0
 }
 
+// The RL-impact statistics against a float64 computation written here from their definitions
+// (docs/metrics.md): counts by direct comparison of r = exp(lt - lg) with each band, Pearson's r by
+// the one-pass textbook formula in long double, bit mismatches by comparing the doubles' bytes.
+TEST(FinalizeRecipe, RlImpactStatisticsMatchAnIndependentFloat64Computation) {
+  std::mt19937_64 rng(17);
+  std::normal_distribution<double> logp(-2.0, 1.0), noise(0.0, 0.25);
+  const std::size_t n = 4000;
+  RecipeResult r;
+  std::vector<double>& lg = r.tokens["logp_gen"];
+  std::vector<double>& lt = r.tokens["logp_train"];
+  for (std::size_t i = 0; i < n; ++i) {
+    const double g = std::min(logp(rng), -1e-3);
+    lg.push_back(g);
+    // A third of the tokens bitwise equal, a tenth one ulp apart, the rest noisy.
+    lt.push_back(i % 3 == 0 ? g : i % 10 == 1 ? std::nextafter(g, 0.0) : std::min(g + noise(rng), -1e-4));
+  }
+  const std::vector<double> g = lg, t = lt;
+  StatsOptions o;
+  o.ppo_eps_low = 0.15;
+  o.ppo_eps_high = 0.3;
+  o.icepop_low = 0.7;
+  o.icepop_high = 1.6;
+  compute_recipe_statistics(r, {0, 1000, n}, o);
+
+  std::size_t low = 0, high = 0, ice = 0, bits = 0;
+  long double sx = 0, sy = 0, sxx = 0, syy = 0, sxy = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double ratio = std::exp(t[i] - g[i]);
+    low += ratio < 0.85;
+    high += ratio > 1.3;
+    ice += ratio < 0.7 || ratio > 1.6;
+    bits += std::memcmp(&g[i], &t[i], sizeof(double)) != 0;
+    const long double x = std::exp(static_cast<long double>(t[i]));
+    const long double y = std::exp(static_cast<long double>(g[i]));
+    sx += x;
+    sy += y;
+    sxx += x * x;
+    syy += y * y;
+    sxy += x * y;
+  }
+  const long double N = n;
+  const double corr = static_cast<double>((N * sxy - sx * sy) /
+                                          (std::sqrt(N * sxx - sx * sx) * std::sqrt(N * syy - sy * sy)));
+  const auto& m = r.summary;
+  ASSERT_GT(low, 50u);  // the data exercise both tails
+  ASSERT_GT(high, 50u);
+  EXPECT_EQ(m.at("ppo_clip_frac_low"), static_cast<double>(low) / n);
+  EXPECT_EQ(m.at("ppo_clip_frac_high"), static_cast<double>(high) / n);
+  EXPECT_EQ(m.at("ppo_clip_frac"), static_cast<double>(low + high) / n);
+  EXPECT_EQ(m.at("icepop_mask_frac"), static_cast<double>(ice) / n);
+  EXPECT_EQ(m.at("logprob_bit_mismatch"), static_cast<double>(bits) / n);
+  EXPECT_LT(m.at("logprob_bit_mismatch"), 0.7);  // the bitwise-equal third is not counted
+  EXPECT_NEAR(m.at("rollout_actor_probs_pearson_corr"), corr, 1e-12);
+  EXPECT_LT(corr, 0.999);
+
+  // The default bands: DAPO's 0.2/0.28 and IcePop's [0.5, 2], by hand on four ratios.
+  RecipeResult h;
+  h.tokens["logp_gen"] = {0.0, 0.0, 0.0, 0.0};
+  h.tokens["logp_train"] = {std::log(0.79), std::log(1.27), std::log(1.29), std::log(2.5)};
+  compute_recipe_statistics(h, {0, 4}, StatsOptions{});
+  EXPECT_EQ(h.summary.at("ppo_clip_frac_low"), 0.25);  // 0.79 < 0.8
+  EXPECT_EQ(h.summary.at("ppo_clip_frac_high"), 0.5);  // 1.29 and 2.5 > 1.28
+  EXPECT_EQ(h.summary.at("ppo_clip_frac"), 0.75);
+  EXPECT_EQ(h.summary.at("icepop_mask_frac"), 0.25);  // 2.5 > 2
+  EXPECT_EQ(h.summary.at("logprob_bit_mismatch"), 1.0);
+}
+
+TEST(FinalizeRecipe, BitMismatchSeesSignedZeroAndRefusesBadBands) {
+  RecipeResult r;
+  r.tokens["logp_gen"] = {-0.0, -1.0};
+  r.tokens["logp_train"] = {0.0, -1.0};
+  compute_recipe_statistics(r, {0, 2}, StatsOptions{});
+  EXPECT_EQ(r.summary.at("logprob_bit_mismatch"), 0.5);  // -0.0 and 0.0 are equal, not bitwise
+  EXPECT_EQ(r.summary.at("ppo_clip_frac"), 0.0);
+  for (auto bad : {StatsOptions{2.0, 1.0, 0.28}, StatsOptions{2.0, 0.2, -0.1},
+                   StatsOptions{2.0, 0.2, 0.28, 0.0, 2.0}, StatsOptions{2.0, 0.2, 0.28, 0.5, 1.0}}) {
+    try {
+      compute_recipe_statistics(r, {0, 2}, bad);
+      ADD_FAILURE() << "accepted a bad band";
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      EXPECT_TRUE(what.find("--ppo-eps") != std::string::npos ||
+                  what.find("--icepop-bounds") != std::string::npos)
+          << what;
+    }
+  }
+}
+
 TEST(FinalizeRecipe, IdenticalPathsGiveZeroDivergence) {
   RecipeResult r;
   r.tokens["logp_gen"] = {-0.1, -2.0, -5.5, -0.01};
@@ -278,7 +367,8 @@ TEST(FinalizeRecipe, IdenticalPathsGiveZeroDivergence) {
   compute_recipe_statistics(r, {0, 1, 4}, StatsOptions{});
   for (const char* k :
        {"mean_abs_log_ratio", "max_abs_log_ratio", "k1", "k2", "k3", "gen_kl_error", "policy_kl_error",
-        "chi2_token", "chi2_seq", "tis_clip_frac", "mis_mask_frac", "rollout_probs_diff_max"})
+        "chi2_token", "chi2_seq", "tis_clip_frac", "mis_mask_frac", "rollout_probs_diff_max", "ppo_clip_frac",
+        "icepop_mask_frac", "logprob_bit_mismatch"})
     EXPECT_EQ(r.summary.at(k), 0.0) << k;
   EXPECT_EQ(r.summary.at("ess"), 1.0);
   EXPECT_EQ(r.summary.at("token_mult_prob_error"), 1.0);

@@ -89,9 +89,9 @@ TEST_F(Plan, ErrorsInTheOptionsAreThrownNotSwallowed) {
   o.recipe.bf16_last_layers = 2;
   EXPECT_NE(plan_error(o).find("exceeds the model's 4 layers"), std::string::npos);
   o.recipe = {};
-  o.is_cap = 1.0;
+  o.stats.is_cap = 1.0;
   EXPECT_NE(plan_error(o).find("--is-cap"), std::string::npos);
-  o.is_cap = 2.0;
+  o.stats.is_cap = 2.0;
   AttributionOptions a;
   a.kv_scales = true;
   EXPECT_NE(plan_error(o, a).find("needs --kv-scales stale:DIR"), std::string::npos);

@@ -4,9 +4,11 @@
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "rlparity/compare/engine_responses.hpp"
 #include "rlparity/metrics/statistics.hpp"
 #include "rlparity/run/run_data.hpp"
 
@@ -32,9 +34,12 @@ inline constexpr std::size_t kMaxDumpLineBytes = std::size_t{64} << 20;  // 64 M
 // are ignored. Blank lines are skipped.
 std::vector<DumpSequence> read_combined_dump(const std::string& path);
 
-// Two JSONL files, each line {"id", "prompt", "response", "logprobs"}, joined on "id": every id must
+// Two JSONL files, each line {"id", "prompt", "response", "logprobs"} or an engine's response (or an
+// array of them; engine_responses.hpp: one sequence per choice/output, its logprobs that side's),
+// detected per line unless `format` (--inputs-format) forces one; joined on "id": every id must
 // appear in both, once, with the same prompt and response. Order: the generation file's.
-std::vector<DumpSequence> read_split_dumps(const std::string& gen_path, const std::string& train_path);
+std::vector<DumpSequence> read_split_dumps(const std::string& gen_path, const std::string& train_path,
+                                           std::optional<ResponseFormat> format = std::nullopt);
 
 // prime-rl's trainer token export (prime_rl/trainer/rl/token_export.py): DIR is an output dir
 // holding token_exports/, a token_exports/ dir holding step_N/, or one step_N/ dir holding

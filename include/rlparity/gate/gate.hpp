@@ -48,6 +48,9 @@ struct GateOptions {
   double max_regression = 0.10;  // default relative tolerance (per-statistic overrides in thresholds)
   bool allow_different_inputs = false;
   std::vector<std::string> recipes;  // empty: every recipe of the run
+  // --bitwise: per gated recipe, a check that passes only when logp_gen and logp_train (read from
+  // the tokens, not the summary attribute, so older files work too) are identical in every bit.
+  bool bitwise = false;
 };
 
 struct GateResult {
@@ -65,9 +68,15 @@ std::vector<std::string> check_baseline_compatible(const RunData& run, const Run
                                                    const std::vector<std::string>& recipes,
                                                    bool allow_different_inputs);
 
-// Evaluates the gate. InputError for: no thresholds and no baseline, a run without recipes, an
-// unknown recipe in opts.recipes or in the thresholds' [recipes.*] tables (nearest name
-// suggested), an incompatible baseline (see above), a negative max_regression.
+// The bitwise check of one recipe: statistic logprob_bit_mismatch, bound max 0, its value the
+// fraction of tokens whose logp_gen and logp_train differ in any bit; a failure names the first such
+// token (sequence id, response position, both values). `response_offsets` as in statistics.hpp.
+Check bitwise_check(const RecipeResult& r, const std::vector<std::string>& seq_ids,
+                    const std::vector<int64_t>& response_offsets);
+
+// Evaluates the gate. InputError for: no thresholds, no baseline and no bitwise check, a run without recipes,
+// an unknown recipe in opts.recipes or in the thresholds' [recipes.*] tables (nearest name suggested), an
+// incompatible baseline (see above), a negative max_regression.
 GateResult evaluate(const RunData& run, const GateOptions& opts);
 
 }  // namespace rlp::gate

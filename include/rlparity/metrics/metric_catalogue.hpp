@@ -68,8 +68,11 @@ struct MetricInfo {
 
 // Every summary statistic compute_recipe_statistics can write, in documentation order.
 const std::vector<MetricInfo>& metric_catalogue();
-// By stored name or alias; nullptr for an unknown name.
+// By stored name or alias; nullptr for an unknown name. A name with an engine pair's prefix
+// (engine_gen_, engine_train_, engine_oracle_; engine_side.hpp) finds the statistic it prefixes.
 const MetricInfo* find_metric(std::string_view name);
+// The stored name of `name` (an alias resolved, an engine prefix kept); empty for an unknown name.
+std::string stored_metric_name(std::string_view name);
 // Stored names of every statistic, sorted (what a gate file may name, aliases aside).
 const std::vector<std::string>& metric_names();
 // The headline statistics in rank order: the summary table's columns (after the token count), the

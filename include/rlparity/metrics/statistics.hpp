@@ -12,7 +12,17 @@ namespace rlp {
 
 struct StatsOptions {
   double is_cap = 2.0;  // C: truncated IS clips r > C; masked IS drops r outside [1/C, C]. Must be > 1.
+  // PPO's trust region at the first update (--ppo-eps LOW,HIGH): r outside [1 - low, 1 + high] is
+  // clipped. Defaults are DAPO's clip-higher (0.2, 0.28). 0 <= low < 1, high >= 0.
+  double ppo_eps_low = 0.2, ppo_eps_high = 0.28;
+  // IcePop's mask (--icepop-bounds LOW,HIGH): tokens with r outside [low, high] are dropped.
+  // 0 < low < 1 < high.
+  double icepop_low = 0.5, icepop_high = 2.0;
 };
+
+// Throws InputError naming the option (--is-cap, --ppo-eps, --icepop-bounds) when a bound is out of
+// its range above.
+void validate_stats_options(const StatsOptions& opts);
 
 // Nearest-rank percentile of `sorted` (ascending, no NaN): the element at 1-based rank
 // ceil(per_mille * n / 1000), clamped to [1, n]; NaN for empty input. per_mille in [0, 1000]

@@ -14,4 +14,8 @@ namespace rlp {
 // Columns are right-aligned (recipe left-aligned); every line ends with '\n'.
 std::string format_summary_table(const std::vector<RecipeResult>& recipes);
 
+// "engine vs emulation" and the same table over engine_comparison_rows (engine_side.hpp): one row
+// "<recipe> engine-vs-<side>" per recipe and side the engine was compared with; empty when none.
+std::string format_engine_table(const std::vector<RecipeResult>& recipes);
+
 }  // namespace rlp

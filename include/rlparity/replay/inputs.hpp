@@ -4,10 +4,16 @@
 // "response" (non-empty array of token ids, optional: absent means "sample one"), "logprobs"
 // (optional, a real engine's generation logprob of each response token; needs "response", same
 // length). No other keys. Blank lines are skipped.
+// A line may instead be an engine's response (vLLM completions/chat/offline, SGLang /generate;
+// engine_responses.hpp), or an array of them: each of its sequences becomes one input, its logprobs
+// the engine logprobs. The format of each line is detected from its keys unless `format` forces one.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "rlparity/compare/engine_responses.hpp"
 
 namespace rlp {
 
@@ -26,8 +32,10 @@ inline constexpr std::size_t kMaxInputLineBytes = std::size_t{64} << 20;  // 64 
 // 1-based line number: malformed JSON, not an object, unknown key (the message lists the allowed
 // keys), missing/empty id or prompt, non-integer token ids, ids outside [0, vocab_size),
 // prompt + response longer than max_context, logprobs without response or of a different length,
-// a duplicate id (naming the first line), a line over 64 MiB; and for the file: missing,
-// unreadable, a directory, or holding no sequences.
-std::vector<InputSequence> read_inputs_jsonl(const std::string& path, int vocab_size, int max_context);
+// a duplicate id (naming the first line), a line over 64 MiB, a missing or malformed field of an
+// engine response (naming the field's path); and for the file: missing, unreadable, a directory,
+// or holding no sequences.
+std::vector<InputSequence> read_inputs_jsonl(const std::string& path, int vocab_size, int max_context,
+                                             std::optional<ResponseFormat> format = std::nullopt);
 
 }  // namespace rlp

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "rlparity/metrics/statistics.hpp"
 #include "rlparity/model/model_spec.hpp"
 #include "rlparity/replay/path_runner.hpp"
 #include "rlparity/replay/recipe.hpp"
@@ -30,7 +31,7 @@ struct ReplayOptions {
   // fp8 KV-cache scales: recalibrated on the replayed checkpoint, or taken from another (stale).
   KvScaleMethod kv_scale_method = KvScaleMethod::nemo;
   std::string kv_scales_stale_dir;  // empty: recalibrated
-  double is_cap = 2.0;
+  StatsOptions stats;               // --is-cap, --ppo-eps, --icepop-bounds
   bool oracle = true;
   // Worker threads (0: all cores); unset: the process's setting (set_thread_count). Results do
   // not depend on it.
@@ -86,10 +87,10 @@ struct ReplayPlan {
 };
 
 // Resolves and checks the options for a model of shape `spec`. InputError for: no recipes, an
-// unknown or repeated recipe name, --is-cap <= 1, more bf16 edge layers than the model has, an
-// unknown sample recipe, and attribution that cannot run (kv-scales without stale scales, layers
-// on a recipe without fp8 generation). With stale KV scales, KV-scale attribution of every recipe
-// with an fp8 KV cache is always planned: it measures what skipping recalibration adds.
+// unknown or repeated recipe name, --is-cap <= 1 (or another band of validate_stats_options), more bf16 edge
+// layers than the model has, an unknown sample recipe, and attribution that cannot run (kv-scales without
+// stale scales, layers on a recipe without fp8 generation). With stale KV scales, KV-scale attribution of
+// every recipe with an fp8 KV cache is always planned: it measures what skipping recalibration adds.
 ReplayPlan make_replay_plan(const ModelSpec& spec, const ReplayOptions& options,
                             const AttributionOptions& attribution = {});
 

@@ -24,6 +24,9 @@ struct RecipeResult {
   std::map<std::string, std::vector<double>> sequences;
   // Per layer (length = number of layers; index 0 = embedding output is not included).
   std::map<std::string, std::vector<double>> layers;
+  // Per response token, the log ratios against a real engine's logprobs (engine_side.hpp):
+  // log_ratio_engine_{gen,train,oracle}; empty when the inputs carry none. /recipes/<name>/engine.
+  std::map<std::string, std::vector<double>> engine;
   // Summary statistics, stored as attributes of /recipes/<name>.
   std::map<std::string, double> summary;
 };
