@@ -44,7 +44,11 @@ struct Ctx {
 
 std::string shown(const json& v) {
   std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
-  return s.size() > 40 ? s.substr(0, 40) + "..." : s;
+  if (s.size() > 40) {
+    s.resize(40);
+    s += "...";
+  }
+  return s;
 }
 
 bool present(const json& obj, const char* key) {
