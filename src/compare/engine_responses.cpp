@@ -167,9 +167,17 @@ void check_response(const EngineSequence& s, const std::string& field, const Ctx
   if (s.response.empty()) fail(c, field, "is empty (no response token)");
 }
 
-std::vector<EngineSequence> vllm_completions(const json& j, const Ctx& c) {
+// The OpenAI-style response id: a non-empty string.
+std::string response_id(const json& j, const Ctx& c) {
   const std::string rid = need(j, "id", "", c).is_string() ? j["id"].get<std::string>() : std::string();
   if (rid.empty()) fail(c, "id", "must be a non-empty string");
+  return rid;
+}
+
+// One sequence per element of "choices", named "<response id>/<index>"; `fill(choice, prefix, seq)`
+// reads the rest of it.
+template <class Fill>
+std::vector<EngineSequence> per_choice(const json& j, const std::string& rid, const Ctx& c, Fill fill) {
   const json& choices = need_array(j, "choices", "", c);
   if (choices.empty()) fail(c, "choices", "is empty");
   std::vector<EngineSequence> out;
@@ -180,6 +188,14 @@ std::vector<EngineSequence> vllm_completions(const json& j, const Ctx& c) {
     EngineSequence s;
     s.where = c.where;
     s.id = fmt::format("{}/{}", rid, token_id(need(ch, "index", p, c), p + "index", c));
+    fill(ch, p, s);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::vector<EngineSequence> vllm_completions(const json& j, const Ctx& c) {
+  return per_choice(j, response_id(j, c), c, [&](const json& ch, const std::string& p, EngineSequence& s) {
     s.prompt = token_ids(need_array(ch, "prompt_token_ids", p, c, " (request with return_token_ids)"),
                          p + "prompt_token_ids", c);
     const json* lp = present(ch, "logprobs") ? &ch["logprobs"] : nullptr;
@@ -221,27 +237,15 @@ std::vector<EngineSequence> vllm_completions(const json& j, const Ctx& c) {
       }
     }
     s.prompt_logprobs = vllm_prompt_logprobs(ch, p, s.prompt, c);
-    out.push_back(std::move(s));
-  }
-  return out;
+  });
 }
 
 std::vector<EngineSequence> vllm_chat(const json& j, const Ctx& c) {
-  const std::string rid = need(j, "id", "", c).is_string() ? j["id"].get<std::string>() : std::string();
-  if (rid.empty()) fail(c, "id", "must be a non-empty string");
+  const std::string rid = response_id(j, c);
   const std::vector<int32_t> prompt = token_ids(
       need_array(j, "prompt_token_ids", "", c, " (request with return_token_ids)"), "prompt_token_ids", c);
   const std::vector<double> prompt_lp = vllm_prompt_logprobs(j, "", prompt, c);
-  const json& choices = need_array(j, "choices", "", c);
-  if (choices.empty()) fail(c, "choices", "is empty");
-  std::vector<EngineSequence> out;
-  for (std::size_t i = 0; i < choices.size(); ++i) {
-    const json& ch = choices[i];
-    const std::string p = fmt::format("choices[{}].", i);
-    if (!ch.is_object()) fail(c, fmt::format("choices[{}]", i), "must be an object");
-    EngineSequence s;
-    s.where = c.where;
-    s.id = fmt::format("{}/{}", rid, token_id(need(ch, "index", p, c), p + "index", c));
+  return per_choice(j, rid, c, [&](const json& ch, const std::string& p, EngineSequence& s) {
     s.prompt = prompt;
     s.prompt_logprobs = prompt_lp;
     const json* content = nullptr;
@@ -288,9 +292,7 @@ std::vector<EngineSequence> vllm_chat(const json& j, const Ctx& c) {
       }
       if (ids) s.top_logprobs = std::move(all);
     }
-    out.push_back(std::move(s));
-  }
-  return out;
+  });
 }
 
 std::vector<EngineSequence> vllm_offline(const json& j, const Ctx& c) {
