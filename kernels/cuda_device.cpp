@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "cuda_check.hpp"
+#include "rlparity/dist/job.hpp"
 
 namespace rlp::cuda {
 
@@ -18,7 +19,8 @@ std::string cublas_version(long long v) {
 }  // namespace
 
 nlohmann::json DeviceInfo::to_json() const {
-  return {{"cuda_device_name", name},
+  return {{"cuda_device", device},
+          {"cuda_device_name", name},
           {"cuda_compute_capability", fmt::format("{}.{}", cc_major, cc_minor)},
           {"cuda_driver_version", cuda_version(driver_version)},
           {"cuda_runtime_version", cuda_version(runtime_version)},
@@ -31,8 +33,15 @@ DeviceInfo require_device() {
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) throw Error(std::string("no CUDA device: ") + cudaGetErrorString(err));
   if (count == 0) throw Error("no CUDA device: cudaGetDeviceCount found 0 devices");
+  // In a job of several ranks (dist/job.hpp) each rank takes the GPU of its rank on its node.
+  const Job& job = Job::current();
+  if (job.local_rank() >= count)
+    throw Error(
+        fmt::format("rank {} is rank {} of {} on its node, which has {} CUDA device(s): start at most "
+                    "one rank per GPU on each node",
+                    job.rank(), job.local_rank(), job.local_size(), count));
   DeviceInfo d;
-  d.device = 0;
+  d.device = job.local_rank();
   RLP_CUDA_CHECK(cudaSetDevice(d.device));
   cudaDeviceProp prop{};
   RLP_CUDA_CHECK(cudaGetDeviceProperties(&prop, d.device));

@@ -17,7 +17,8 @@ struct DeviceInfo {
   nlohmann::json to_json() const;    // what the run file records
 };
 
-// Device 0, or rlp::Error "no CUDA device: <cudaGetErrorString>" when there is none.
+// The device of this process's rank on its node (device 0 for one process), or rlp::Error "no CUDA
+// device: <cudaGetErrorString>" when there is none.
 DeviceInfo require_device();
 
 // Block-scaled FP8 GEMM through cuBLASLt (VEC128_32F x BLK128x128_32F) needs cuBLAS >= 12.9 at

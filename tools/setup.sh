@@ -7,6 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libeigen3-dev libhdf5-dev libcli11-dev libfmt-dev nlohmann-json3-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libopenmpi-dev openmpi-bin
   python3 python3-h5py python3-numpy
   clang-format
 )

@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "cli/commands.hpp"
+#include "rlparity/dist/job.hpp"
 #include "rlparity/inspect/inspect.hpp"
 #include "rlparity/model/checkpoint.hpp"
 #include "rlparity/util/error.hpp"
@@ -32,6 +33,7 @@ int run_inspect(InspectArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   const InspectResult r = inspect_checkpoint(ckpt, a.opt);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!Job::current().is_root()) return kExitOk;  // a job's ranks share the tensors; rank 0 reports
   if (!a.out.empty()) write_inspect_file(a.out, r, invocation(), a.force);
   if (!a.quiet) {
     fmt::print("{}", format_inspect(r, a.rows));
@@ -62,7 +64,8 @@ void setup_inspect(CLI::App& app, CommandRegistry& registry) {
   sub->add_option("--threads", args->threads, "worker threads (0 = all cores); results do not depend on it");
   sub->add_flag("--allow-nonfinite", args->allow_nonfinite, "accept NaN/inf in weights");
   sub->add_flag("--quiet,-q", args->quiet, "print nothing");
-  registry.add(sub, [args] { return run_inspect(*args); });
+  registry.add(
+      sub, [args] { return run_inspect(*args); }, InJob::shares_work);
 }
 
 }  // namespace rlp::cli

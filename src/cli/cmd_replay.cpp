@@ -9,6 +9,7 @@
 #include "cli/commands.hpp"
 #include "cli/replay_args.hpp"
 #include "cli/shared_options.hpp"
+#include "rlparity/dist/job.hpp"
 #include "rlparity/io/run_file.hpp"
 #include "rlparity/metrics/summary_table.hpp"
 #include "rlparity/model/checkpoint.hpp"
@@ -62,7 +63,12 @@ std::shared_ptr<const ReplayBackend> select_backend(const std::string& name, con
   if (name != "cuda") RLP_THROW_INPUT("--backend {}: expected cpu or cuda", name);
 #ifdef RLPARITY_HAVE_CUDA
   try {
-    return cuda::make_replay_backend(cuda_gemm);
+    auto backend = cuda::make_replay_backend(cuda_gemm);
+    if (const Job& job = Job::current(); job.distributed())
+      fmt::print(stderr, "rlparity: rank {} of {} (rank {} on its node): CUDA device {} ({})\n", job.rank(),
+                 job.size(), job.local_rank(), backend->info.value("cuda_device", 0),
+                 backend->info.value("cuda_device_name", std::string("?")));
+    return backend;
   } catch (const Error& e) {
     RLP_THROW_INPUT("--backend cuda: {}", e.what());
   }
@@ -134,20 +140,26 @@ int run(ReplayArgs& a) {
   if (memory_limit != 0) {
     uint64_t mapped = 0;
     for (const auto& [name, t] : ckpt.tensors()) mapped += t.nbytes;
-    check_memory_limit(estimate_replay_memory(plan, inputs, mapped), memory_limit, a.max_memory);
+    MemoryEstimate estimate = estimate_replay_memory(plan, inputs, mapped);
+    estimate.ranks_on_node = Job::current().local_size();
+    check_memory_limit(estimate, memory_limit, a.max_memory);
   }
 
-  ProgressBar bar(!a.quiet && isatty(STDERR_FILENO));
+  // In a job of several ranks, each replays its shard and every rank holds the gathered results;
+  // rank 0 alone shows the job's progress, prints and writes the run file.
+  const bool root = Job::current().is_root();
+  ProgressBar bar(root && !a.quiet && isatty(STDERR_FILENO));
   RunData run = run_replay(ckpt, inputs, plan, [&](int64_t d, int64_t t) { bar.update(d, t); });
   run.command_line = a.command_line;
   run.extra["inputs"] = a.inputs;
   if (plan.attribution.any()) {
-    const bool show = !a.quiet;
+    const bool show = root && !a.quiet;
     run_attribution(ckpt, inputs, plan, run, [show](const std::string& line) {
       if (show) fmt::print(stderr, "{}\n", line);
     });
   }
   check_interrupted();
+  if (!root) return kExitOk;
   write_run_file(a.out, run, a.force);
   if (interrupted()) {
     // The signal came during the write: do not leave a file behind that looks like a finished run.
@@ -249,10 +261,13 @@ void setup_replay(CLI::App& app, CommandRegistry& registry) {
   auto* sub =
       app.add_subcommand("replay", "Replay inputs through generation- and training-style kernel paths");
   add_replay_options(sub, *args, /*sweep=*/false);
-  registry.add(sub, [args] {
-    args->command_line = invocation();
-    return run(*args);
-  });
+  registry.add(
+      sub,
+      [args] {
+        args->command_line = invocation();
+        return run(*args);
+      },
+      InJob::shares_work);
 }
 
 }  // namespace rlp::cli

@@ -7,6 +7,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/replay_args.hpp"
+#include "rlparity/dist/job.hpp"
 #include "rlparity/io/run_file.hpp"
 #include "rlparity/model/checkpoint.hpp"
 #include "rlparity/replay/sweep.hpp"
@@ -54,7 +55,11 @@ int run(SweepArgs& s) {
   std::vector<InputSequence> inputs = read_inputs_jsonl(
       a.inputs, ckpt.spec().vocab, ckpt.spec().max_positions, parse_response_format(a.inputs_format));
 
+  // In a job of several ranks every point's sequences are sharded (replay.hpp); rank 0 alone prints
+  // and writes.
+  const bool root = Job::current().is_root();
   const SweepResult sweep = run_sweep(ckpt, inputs, base, axes, [&](std::size_t p, RunData& run) {
+    if (!root) return;
     if (!a.quiet) fmt::print(stderr, "sweep: point {}/{} done\n", p + 1, points);
     if (s.keep_runs.empty()) return;
     run.command_line = a.command_line;
@@ -63,6 +68,7 @@ int run(SweepArgs& s) {
     write_run_file(point_run_path(s.keep_runs, p), run, a.force);
   });
   check_interrupted();
+  if (!root) return kExitOk;
   write_sweep_file(a.out, sweep, a.command_line, ckpt.content_hash(), a.force);
   if (interrupted()) {
     std::error_code ec;
@@ -92,10 +98,13 @@ void setup_sweep(CLI::App& app, CommandRegistry& registry) {
       ->required()
       ->allow_extra_args(false);
   sub->add_option("--keep-runs", args->keep_runs, "keep each point's run file as DIR/point-<i>.h5");
-  registry.add(sub, [args] {
-    args->replay.command_line = invocation();
-    return run(*args);
-  });
+  registry.add(
+      sub,
+      [args] {
+        args->replay.command_line = invocation();
+        return run(*args);
+      },
+      InJob::shares_work);
 }
 
 }  // namespace rlp::cli

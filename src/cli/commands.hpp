@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "rlparity/dist/job.hpp"
+#include "rlparity/util/error.hpp"
 #include "rlparity/util/exit_codes.hpp"
 
 namespace rlp::cli {
@@ -17,17 +19,35 @@ inline std::string& invocation() {
   return s;
 }
 
+// How a command runs in a job of several ranks (mpirun/srun; dist/job.hpp): sharing its work, or
+// refused (it runs as one process).
+enum class InJob { shares_work, refused };
+
 class CommandRegistry {
  public:
-  void add(CLI::App* sub, std::function<int()> action) { commands_.emplace_back(sub, std::move(action)); }
+  void add(CLI::App* sub, std::function<int()> action, InJob in_job = InJob::refused) {
+    commands_.push_back({sub, std::move(action), in_job});
+  }
   int run_selected() const {
-    for (const auto& [sub, action] : commands_)
-      if (sub->parsed()) return action();
+    for (const auto& c : commands_) {
+      if (!c.sub->parsed()) continue;
+      if (c.in_job == InJob::refused && Job::current().distributed())
+        RLP_THROW_INPUT(
+            "`rlparity {}` runs as one process: start it without mpirun or srun (replay, sweep and "
+            "inspect share their work over the ranks of a job; docs/scale-out.md)",
+            c.sub->get_name());
+      return c.action();
+    }
     return kExitError;
   }
 
  private:
-  std::vector<std::pair<CLI::App*, std::function<int()>>> commands_;
+  struct Command {
+    CLI::App* sub;
+    std::function<int()> action;
+    InJob in_job;
+  };
+  std::vector<Command> commands_;
 };
 
 void setup_selfcheck(CLI::App& app, CommandRegistry& registry);

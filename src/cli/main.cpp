@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "cli/commands.hpp"
+#include "rlparity/dist/job.hpp"
 #include "rlparity/util/error.hpp"
 #include "rlparity/util/exit_codes.hpp"
 #include "rlparity/util/interrupt.hpp"
@@ -20,6 +21,23 @@ namespace {
   std::fflush(stdout);
   std::fflush(stderr);
   std::_Exit(code);
+}
+
+// A failure on this process: alone, printed and exited with `code`; in a job of several ranks
+// (dist/job.hpp), made known to every rank first, then printed once, by rank 0, and every rank exits
+// with the failed rank's code.
+[[noreturn]] void fail(const std::string& kind, const std::string& message, const std::string& where,
+                       bool verbose, int code) {
+  rlp::Job& job = rlp::Job::current();
+  if (job.distributed()) {
+    const rlp::JobFailure f = job.fail(kind == "error" ? message : kind + ": " + message, code);
+    if (job.is_root()) fmt::print(stderr, "rlparity: error: {}\n", f.what());
+    job.shutdown();
+    exit_now(f.exit_code());
+  }
+  fmt::print(stderr, "rlparity: {}: {}\n", kind, message);
+  if (verbose && !where.empty()) fmt::print(stderr, "rlparity: (raised at {})\n", where);
+  exit_now(code);
 }
 
 }  // namespace
@@ -39,17 +57,29 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? rlp::kExitOk : rlp::kExitError;
   }
-  rlp::install_sigbus_handler();
+  // MPI (when launched by mpirun/srun) starts before our SIGBUS handler, which must win over its own.
+  rlp::Job* job = nullptr;
   try {
-    return registry.run_selected();
+    job = &rlp::Job::current();
   } catch (const rlp::Error& e) {
     fmt::print(stderr, "rlparity: error: {}\n", e.what());
-    if (verbose && !e.where().empty()) fmt::print(stderr, "rlparity: (raised at {})\n", e.where());
+    exit_now(rlp::kExitError);
+  }
+  rlp::install_sigbus_handler();
+  try {
+    const int code = registry.run_selected();
+    job->finish();
+    job->shutdown();
+    return code;
+  } catch (const rlp::JobFailure& e) {  // another rank failed; every rank knows (dist/job.hpp)
+    if (job->is_root()) fmt::print(stderr, "rlparity: error: {}\n", e.what());
+    job->shutdown();
+    exit_now(e.exit_code());
+  } catch (const rlp::Error& e) {
     // A failure after SIGINT/SIGTERM is the signal's doing: the shell's convention, 128 + signal.
     const int sig = rlp::interrupt_signal();
-    exit_now(sig != 0 ? rlp::exit_code_for_signal(sig) : rlp::kExitError);
+    fail("error", e.what(), e.where(), verbose, sig != 0 ? rlp::exit_code_for_signal(sig) : rlp::kExitError);
   } catch (const std::exception& e) {
-    fmt::print(stderr, "rlparity: internal error: {}\n", e.what());
-    exit_now(rlp::kExitInternal);
+    fail("internal error", e.what(), "", verbose, rlp::kExitInternal);
   }
 }

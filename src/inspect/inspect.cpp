@@ -11,6 +11,9 @@
 #include <limits>
 #include <map>
 
+#include "rlparity/dist/job.hpp"
+#include "rlparity/dist/pack.hpp"
+#include "rlparity/dist/sharding.hpp"
 #include "rlparity/metrics/statistics.hpp"
 #include "rlparity/model/weights.hpp"
 #include "rlparity/numerics/quantize.hpp"
@@ -100,6 +103,73 @@ std::vector<StoredComparison> compare_stored(const TensorView& t, const std::vec
   return out;
 }
 
+TensorInspection inspect_tensor(const Checkpoint& ckpt, const std::string& name,
+                                const InspectOptions& options) {
+  const TensorView& t = ckpt.tensor(name);
+  if (t.shape.size() != 2) RLP_THROW_INPUT("tensor {} is not 2-D", name);
+  TensorInspection ti;
+  ti.name = name;
+  is_fp8_weight(name, &ti.layer, &ti.proj);
+  ti.dtype = dtype_name(t.dtype);
+  ti.rows = t.shape[0];
+  ti.cols = t.shape[1];
+  ti.blocks =
+      ((ti.rows + options.block - 1) / options.block) * ((ti.cols + options.block - 1) / options.block);
+  if (t.dtype == DType::e4m3) {
+    // The statistics of the master a trainer holds (the dequantized values), then the stored
+    // codes against each convention's requantization of it.
+    std::vector<float> master(static_cast<std::size_t>(t.numel()));
+    t.to_float(master.data());
+    ti.stats =
+        inspect_matrix(reinterpret_cast<const uint8_t*>(master.data()), DType::fp32, ti.rows, ti.cols,
+                       options.block, inspect_conventions(), &ti.amax_min, &ti.amax_median, &ti.amax_max);
+    ti.stored = compare_stored(t, master);
+  } else {
+    ti.stats = inspect_matrix(t.data, t.dtype, ti.rows, ti.cols, options.block, inspect_conventions(),
+                              &ti.amax_min, &ti.amax_median, &ti.amax_max);
+  }
+  return ti;
+}
+
+void pack_string(Packer& out, const std::string& s) { out.put_vector(std::vector<char>(s.begin(), s.end())); }
+std::string unpack_string(Unpacker& in) {
+  const std::vector<char> v = in.get_vector<char>();
+  return {v.begin(), v.end()};
+}
+
+void pack(Packer& out, const TensorInspection& t) {
+  pack_string(out, t.name);
+  pack_string(out, t.proj);
+  pack_string(out, t.dtype);
+  const int64_t ints[] = {t.layer, t.rows, t.cols, t.blocks};
+  out.put(ints, 4);
+  const double amax[] = {t.amax_min, t.amax_median, t.amax_max};
+  out.put(amax, 3);
+  out.put_vector(t.stats);
+  out.put_vector(t.stored);
+}
+
+TensorInspection unpack_inspection(Unpacker& in) {
+  TensorInspection t;
+  t.name = unpack_string(in);
+  t.proj = unpack_string(in);
+  t.dtype = unpack_string(in);
+  int64_t ints[4];
+  in.get(ints, 4);
+  t.layer = static_cast<int>(ints[0]);
+  t.rows = ints[1];
+  t.cols = ints[2];
+  t.blocks = ints[3];
+  double amax[3];
+  in.get(amax, 3);
+  t.amax_min = amax[0];
+  t.amax_median = amax[1];
+  t.amax_max = amax[2];
+  t.stats = in.get_vector<QuantStats>();
+  t.stored = in.get_vector<StoredComparison>();
+  return t;
+}
+
 }  // namespace
 
 InspectResult inspect_checkpoint(const Checkpoint& ckpt, const InspectOptions& options) {
@@ -108,35 +178,37 @@ InspectResult inspect_checkpoint(const Checkpoint& ckpt, const InspectOptions& o
   r.checkpoint_path = ckpt.dir();
   r.checkpoint_hash = ckpt.content_hash();
   r.model_spec = spec.to_json();
+  // In a job of several ranks (dist/job.hpp) each rank inspects its share of the tensors, balanced by
+  // size, and every rank gathers all of them.
+  std::vector<std::string> names;
+  std::vector<int64_t> cost;
   for (int l = 0; l < spec.layers; ++l) {
     for (int p = 0; p < kNumProj; ++p) {
-      const std::string name = layer_tensor_name(l, proj_tensor_suffix(static_cast<Proj>(p))) + ".weight";
-      const TensorView& t = ckpt.tensor(name);
-      if (t.shape.size() != 2) RLP_THROW_INPUT("tensor {} is not 2-D", name);
-      TensorInspection ti;
-      ti.name = name;
-      is_fp8_weight(name, &ti.layer, &ti.proj);
-      ti.dtype = dtype_name(t.dtype);
-      ti.rows = t.shape[0];
-      ti.cols = t.shape[1];
-      ti.blocks =
-          ((ti.rows + options.block - 1) / options.block) * ((ti.cols + options.block - 1) / options.block);
-      if (t.dtype == DType::e4m3) {
-        // The statistics of the master a trainer holds (the dequantized values), then the stored
-        // codes against each convention's requantization of it.
-        std::vector<float> master(static_cast<std::size_t>(t.numel()));
-        t.to_float(master.data());
-        ti.stats =
-            inspect_matrix(reinterpret_cast<const uint8_t*>(master.data()), DType::fp32, ti.rows, ti.cols,
-                           options.block, inspect_conventions(), &ti.amax_min, &ti.amax_median, &ti.amax_max);
-        ti.stored = compare_stored(t, master);
-      } else {
-        ti.stats = inspect_matrix(t.data, t.dtype, ti.rows, ti.cols, options.block, inspect_conventions(),
-                                  &ti.amax_min, &ti.amax_median, &ti.amax_max);
-      }
-      r.bytes_per_pass += static_cast<int64_t>(t.nbytes);
-      r.tensors.push_back(std::move(ti));
+      names.push_back(layer_tensor_name(l, proj_tensor_suffix(static_cast<Proj>(p))) + ".weight");
+      cost.push_back(ckpt.tensor(names.back()).numel());
     }
+  }
+  Job& job = Job::current();
+  const Sharding shard = shard_by_cost(cost, job.size(), job.rank());
+  std::vector<TensorInspection> tensors(names.size());
+  job.run_step(
+      [&](const Job::Report&) {
+        for (const std::size_t i : shard.mine()) tensors[i] = inspect_tensor(ckpt, names[i], options);
+      },
+      0);
+  if (job.distributed()) {
+    Packer out;
+    for (const std::size_t i : shard.mine()) pack(out, tensors[i]);
+    const std::vector<std::string> parts = job.all_gather(out.bytes());
+    for (std::size_t from = 0; from < parts.size(); ++from) {
+      if (static_cast<int>(from) == shard.rank) continue;
+      Unpacker in(parts[from]);
+      for (const std::size_t i : shard.sequences[from]) tensors[i] = unpack_inspection(in);
+    }
+  }
+  for (TensorInspection& ti : tensors) {
+    r.bytes_per_pass += static_cast<int64_t>(ckpt.tensor(ti.name).nbytes);
+    r.tensors.push_back(std::move(ti));
   }
   // Sort key: worst SNR ascending, NaN first (a NaN SNR is the worst news), then name.
   auto key_less = [](double a, double b) {

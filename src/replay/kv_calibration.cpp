@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "rlparity/dist/job.hpp"
+#include "rlparity/dist/pack.hpp"
 #include "rlparity/model/forward.hpp"
 #include "rlparity/model/weights.hpp"
 #include "rlparity/numerics/formats.hpp"
@@ -45,24 +47,52 @@ float nonzero(float s) { return s > 0.0f && std::isfinite(s) ? s : 1.0f; }
 }  // namespace
 
 KvScales calibrate_kv_scales(const Checkpoint& ckpt, const std::vector<InputSequence>& inputs,
-                             KvScaleMethod method) {
+                             KvScaleMethod method, const Sharding* shard) {
   const ModelSpec& spec = ckpt.spec();
   PathStyle style = default_training_style();
   const PreparedWeights weights = prepare_weights(ckpt, style);
   const std::size_t calls =
       method == KvScaleMethod::vllm ? std::min<std::size_t>(1, inputs.size()) : inputs.size();
   std::vector<AmaxRecorder> per_call(calls, AmaxRecorder(spec.layers));
-  parallel_for(calls, 1, [&](std::size_t b, std::size_t e) {
-    for (std::size_t i = b; i < e; ++i) {
-      std::vector<int32_t> tokens = inputs[i].prompt;
-      tokens.insert(tokens.end(), inputs[i].response.begin(), inputs[i].response.end());
-      const EmulatedOps local(spec, weights, style);
-      local.set_qkv_observer(&per_call[i]);
-      auto cache = local.new_cache(static_cast<int>(tokens.size()));
-      EmulatedOps::Mat logprobs;
-      forward(local, cache, tokens.data(), static_cast<int>(tokens.size()), 0, logprobs);
+  std::vector<std::size_t> mine;
+  for (std::size_t i = 0; i < calls; ++i)
+    if (!shard || shard->owns(i)) mine.push_back(i);
+  Job& job = Job::current();
+  job.run_step(
+      [&](const Job::Report&) {
+        parallel_for(mine.size(), 1, [&](std::size_t b, std::size_t e) {
+          for (std::size_t m = b; m < e; ++m) {
+            const std::size_t i = mine[m];
+            std::vector<int32_t> tokens = inputs[i].prompt;
+            tokens.insert(tokens.end(), inputs[i].response.begin(), inputs[i].response.end());
+            const EmulatedOps local(spec, weights, style);
+            local.set_qkv_observer(&per_call[i]);
+            auto cache = local.new_cache(static_cast<int>(tokens.size()));
+            EmulatedOps::Mat logprobs;
+            forward(local, cache, tokens.data(), static_cast<int>(tokens.size()), 0, logprobs);
+          }
+        });
+      },
+      0);
+  if (shard && job.distributed()) {
+    Packer out;
+    for (const std::size_t i : mine) {
+      out.put_vector(per_call[i].q);
+      out.put_vector(per_call[i].k);
+      out.put_vector(per_call[i].v);
     }
-  });
+    const std::vector<std::string> parts = job.all_gather(out.bytes());
+    for (std::size_t r = 0; r < parts.size(); ++r) {
+      if (static_cast<int>(r) == shard->rank) continue;
+      Unpacker in(parts[r]);
+      for (const std::size_t i : shard->sequences[r]) {
+        if (i >= calls) continue;
+        per_call[i].q = in.get_vector<float>();
+        per_call[i].k = in.get_vector<float>();
+        per_call[i].v = in.get_vector<float>();
+      }
+    }
+  }
   KvScales s;
   for (int l = 0; l < spec.layers; ++l) {
     const auto li = static_cast<std::size_t>(l);

@@ -202,18 +202,24 @@ MemoryEstimate estimate_replay_memory(const ReplayPlan& plan, const std::vector<
   return est;
 }
 
+uint64_t MemoryEstimate::node_total() const { return sat_mul(total, u(std::max(1, ranks_on_node))); }
+
 void check_memory_limit(const MemoryEstimate& est, uint64_t limit, const std::string& limit_text) {
-  if (limit == 0 || est.total <= limit) return;
+  if (limit == 0 || est.node_total() <= limit) return;
   RLP_THROW_INPUT(
-      "estimated peak memory {} exceeds --max-memory {} ({}); refusing to start. Estimate:\n{}"
-      "Fewer --threads, fewer or shorter sequences, fewer recipes or --no-oracle lower it.",
-      format_bytes(est.total), limit_text, format_bytes(limit), est.describe());
+      "estimated peak memory {}{} exceeds --max-memory {} ({}); refusing to start. Estimate:\n{}"
+      "Fewer --threads, fewer or shorter sequences, fewer recipes{} or --no-oracle lower it.",
+      format_bytes(est.node_total()), est.ranks_on_node > 1 ? " on this node" : "", limit_text,
+      format_bytes(limit), est.describe(), est.ranks_on_node > 1 ? ", fewer ranks per node" : "");
 }
 
 std::string MemoryEstimate::describe() const {
   std::string s;
   for (const auto& [what, b] : parts) s += fmt::format("  {:>10}  {}\n", format_bytes(b), what);
-  s += fmt::format("  {:>10}  total\n", format_bytes(total));
+  s += fmt::format("  {:>10}  total{}\n", format_bytes(total), ranks_on_node > 1 ? " per rank" : "");
+  if (ranks_on_node > 1)
+    s += fmt::format("  {:>10}  per node ({} ranks on this node, each with its own prepared weights)\n",
+                     format_bytes(node_total()), ranks_on_node);
   if (mapped_checkpoint)
     s += fmt::format("  (not counted: {} of memory-mapped checkpoint files, file-backed and reclaimable)\n",
                      format_bytes(mapped_checkpoint));

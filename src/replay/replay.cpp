@@ -9,6 +9,8 @@
 #include <memory>
 #include <mutex>
 
+#include "rlparity/dist/job.hpp"
+#include "rlparity/dist/pack.hpp"
 #include "rlparity/metrics/engine_side.hpp"
 #include "rlparity/metrics/statistics.hpp"
 #include "rlparity/metrics/token_metrics.hpp"
@@ -17,6 +19,7 @@
 #include "rlparity/model/oracle_ops.hpp"
 #include "rlparity/replay/kv_calibration.hpp"
 #include "rlparity/replay/path_runner.hpp"
+#include "rlparity/replay/sequence_sharding.hpp"
 #include "rlparity/util/error.hpp"
 #include "rlparity/util/interrupt.hpp"
 #include "rlparity/util/parallel.hpp"
@@ -126,21 +129,83 @@ class WeightsSource {
   std::vector<std::unique_ptr<PreparedWeights>> own_;
 };
 
-// Samples every missing response with `sampler`'s generation path (seeded per sequence index).
+// The job's sharding of `inputs` (one process: every sequence its own).
+Sharding job_sharding(const ModelSpec& spec, const std::vector<InputSequence>& inputs,
+                      const ReplayOptions& opt) {
+  const Job& job = Job::current();
+  return shard_sequences(inputs, job.size(), job.rank(), opt.max_new_tokens, spec.max_positions);
+}
+
+// Samples every missing response of this rank's sequences with `sampler`'s generation path (seeded
+// per sequence index, so the rank that samples it does not matter), then shares them: every rank
+// ends with every response.
 void sample_missing(const ModelSpec& spec, const PreparedWeights& w, const Recipe& sampler,
-                    const ReplayOptions& opt, std::vector<InputSequence>& inputs) {
-  if (std::all_of(inputs.begin(), inputs.end(), [](const InputSequence& s) { return s.has_response; }))
-    return;
-  const EmulatedOps ops(spec, w, sampler.gen);
-  parallel_for(inputs.size(), 1, [&](std::size_t b, std::size_t e) {
-    for (std::size_t i = b; i < e; ++i) {
-      check_interrupted();
-      if (inputs[i].has_response) continue;
-      uint64_t seed = opt.seed ^ (0xD1B54A32D192ED03ull * (i + 1));
-      inputs[i].response = sample_response(ops, inputs[i].prompt, opt, splitmix64(seed));
-      inputs[i].has_response = true;
-    }
-  });
+                    const ReplayOptions& opt, const Sharding& shard, std::vector<InputSequence>& inputs) {
+  std::vector<std::size_t> missing, mine;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].has_response) continue;
+    missing.push_back(i);
+    if (shard.owns(i)) mine.push_back(i);
+  }
+  if (missing.empty()) return;
+  Job& job = Job::current();
+  job.run_step(
+      [&](const Job::Report&) {
+        for (const std::size_t i : mine)
+          if (inputs[i].prompt.size() >= static_cast<std::size_t>(spec.max_positions))
+            RLP_THROW_INPUT(
+                "sequence '{}' (line {}): its prompt of {} tokens fills the context of {}; no response can "
+                "be sampled",
+                inputs[i].id, inputs[i].line, inputs[i].prompt.size(), spec.max_positions);
+        const EmulatedOps ops(spec, w, sampler.gen);
+        parallel_for(mine.size(), 1, [&](std::size_t b, std::size_t e) {
+          for (std::size_t m = b; m < e; ++m) {
+            check_interrupted();
+            const std::size_t i = mine[m];
+            uint64_t seed = opt.seed ^ (0xD1B54A32D192ED03ull * (i + 1));
+            inputs[i].response = sample_response(ops, inputs[i].prompt, opt, splitmix64(seed));
+            inputs[i].has_response = true;
+          }
+        });
+      },
+      0);
+  if (!job.distributed()) return;
+  Packer out;
+  for (const std::size_t i : mine) out.put_vector(inputs[i].response);
+  const std::vector<std::string> parts = job.all_gather(out.bytes());
+  std::vector<Unpacker> in;
+  for (const std::string& p : parts) in.emplace_back(p);
+  for (const std::size_t i : missing) {
+    if (shard.owns(i)) continue;
+    inputs[i].response = in[static_cast<std::size_t>(shard.owner[i])].get_vector<int32_t>();
+    inputs[i].has_response = true;
+  }
+}
+
+// Every rank's per-sequence results (token metrics, oracle logprobs, per-layer sums) into every
+// rank's arrays, bit for bit: each slot was written by the one rank that owns its sequence.
+void gather_sequence_results(Job& job, const Sharding& shard, const std::vector<int64_t>& resp_off,
+                             std::size_t sums_per_seq,
+                             std::vector<std::map<std::string, std::vector<double>>>& tok,
+                             std::vector<double>& logp_oracle, std::vector<double>& layer_sums) {
+  auto each_slot = [&](std::size_t i, const auto& visit) {
+    const auto b = static_cast<std::size_t>(resp_off[i]);
+    const auto n = static_cast<std::size_t>(resp_off[i + 1]) - b;
+    for (auto& metrics : tok)
+      for (auto& [name, values] : metrics) visit(values.data() + b, n);
+    if (!logp_oracle.empty()) visit(logp_oracle.data() + b, n);
+    visit(layer_sums.data() + i * sums_per_seq, sums_per_seq);
+  };
+  Packer out;
+  for (const std::size_t i : shard.mine())
+    each_slot(i, [&](const double* p, std::size_t n) { out.put(p, n); });
+  const std::vector<std::string> parts = job.all_gather(out.bytes());
+  for (std::size_t r = 0; r < parts.size(); ++r) {
+    if (static_cast<int>(r) == shard.rank) continue;
+    Unpacker in(parts[r]);
+    for (const std::size_t i : shard.sequences[r])
+      each_slot(i, [&](double* p, std::size_t n) { in.get(p, n); });
+  }
 }
 
 }  // namespace
@@ -157,7 +222,8 @@ void sample_missing_responses(const Checkpoint& ckpt, std::vector<InputSequence>
   if (std::all_of(inputs.begin(), inputs.end(), [](const InputSequence& s) { return s.has_response; }))
     return;
   WeightsSource weights(ckpt, plan, cache);
-  sample_missing(ckpt.spec(), weights.get(plan.sampler_form), plan.sampler, plan.options, inputs);
+  sample_missing(ckpt.spec(), weights.get(plan.sampler_form), plan.sampler, plan.options,
+                 job_sharding(ckpt.spec(), inputs, plan.options), inputs);
 }
 
 RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, const ReplayPlan& plan,
@@ -174,9 +240,12 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
   auto weights_for = [&](std::size_t form) -> const PreparedWeights& { return weights.get(form); };
 
   // 1. Responses: sampled once, from one generation path, so every recipe replays the same tokens.
-  // The sampler's generation path keeps a bf16 KV cache (ReplayPlan::sampler).
+  // The sampler's generation path keeps a bf16 KV cache (ReplayPlan::sampler). In a job of several
+  // ranks each replays its shard of the sequences (sharding.hpp) and the results are gathered.
+  Job& job = Job::current();
+  const Sharding shard = job_sharding(spec, inputs, opt);
   if (std::any_of(inputs.begin(), inputs.end(), [](const InputSequence& s) { return !s.has_response; }))
-    sample_missing(spec, weights_for(plan.sampler_form), sampler, opt, inputs);
+    sample_missing(spec, weights_for(plan.sampler_form), sampler, opt, shard, inputs);
   for (const auto& in : inputs) {
     if (in.response.empty()) RLP_THROW_INPUT("sequence '{}' (line {}): empty response", in.id, in.line);
     if (in.prompt.size() + in.response.size() > static_cast<std::size_t>(spec.max_positions))
@@ -189,13 +258,13 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
   nlohmann::json kv_json = nullptr;
   if (plan.needs_kv_scales) {
     if (opt.kv_scales_stale_dir.empty()) {
-      kv_scales = calibrate_kv_scales(ckpt, inputs, opt.kv_scale_method);
+      kv_scales = calibrate_kv_scales(ckpt, inputs, opt.kv_scale_method, &shard);
     } else {
       const Checkpoint stale = Checkpoint::open(opt.kv_scales_stale_dir);
       if (stale.spec().layers != spec.layers || stale.spec().kv_heads != spec.kv_heads)
         RLP_THROW_INPUT("--kv-scales stale:{}: its shape does not match the replayed checkpoint",
                         opt.kv_scales_stale_dir);
-      kv_scales = calibrate_kv_scales(stale, inputs, opt.kv_scale_method);
+      kv_scales = calibrate_kv_scales(stale, inputs, opt.kv_scale_method, &shard);
     }
     kv_json = {{"source", plan.kv_scales_source()},
                {"method", opt.kv_scale_method == KvScaleMethod::nemo ? "nemo" : "vllm"},
@@ -264,68 +333,78 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
   std::size_t longest_r = 1;
   for (const auto& in : inputs) longest_r = std::max(longest_r, in.response.size());
   const std::size_t group_size = replay_group_size(spec, S, longest_r);
-  for (std::size_t g0 = 0; g0 < S; g0 += group_size) {
-    const std::size_t g1 = std::min(S, g0 + group_size);
-    std::vector<SeqTokens> group(g1 - g0);
-    for (std::size_t i = g0; i < g1; ++i) {
-      SeqTokens& st = group[i - g0];
-      st.tokens = inputs[i].prompt;
-      st.tokens.insert(st.tokens.end(), inputs[i].response.begin(), inputs[i].response.end());
-      st.prompt_len = static_cast<int>(inputs[i].prompt.size());
-      st.response_len = static_cast<int>(inputs[i].response.size());
-    }
-    check_interrupted();
-    std::vector<PathOutput<OracleOps::Mat>> oracle;
-    if (opt.oracle) {
-      const OracleOps ops(spec, *oracle_w);
-      oracle = run_path_group(ops, SequenceMode::teacher_forced, group, true, /*full_rows=*/false);
-      for (std::size_t i = g0; i < g1; ++i)
-        for (int j = 0; j < group[i - g0].response_len; ++j)
-          logp_oracle[static_cast<std::size_t>(resp_off[i] + j)] = oracle[i - g0].logprobs(j, 0);
-    }
-    for (std::size_t ri = 0; ri < NR; ++ri) {
+  const std::vector<std::size_t>& mine = shard.mine();
+  // This rank's sequences, in groups: group member gi is sequence seq[gi].
+  auto replay_my_sequences = [&](const Job::Report& report) {
+    for (std::size_t m0 = 0; m0 < mine.size(); m0 += group_size) {
+      const std::vector<std::size_t> seq(
+          mine.begin() + static_cast<std::ptrdiff_t>(m0),
+          mine.begin() + static_cast<std::ptrdiff_t>(std::min(mine.size(), m0 + group_size)));
+      std::vector<SeqTokens> group(seq.size());
+      int64_t group_tokens = 0;
+      for (std::size_t gi = 0; gi < seq.size(); ++gi) {
+        const std::size_t i = seq[gi];
+        group_tokens += resp_off[i + 1] - resp_off[i];
+        SeqTokens& st = group[gi];
+        st.tokens = inputs[i].prompt;
+        st.tokens.insert(st.tokens.end(), inputs[i].response.begin(), inputs[i].response.end());
+        st.prompt_len = static_cast<int>(inputs[i].prompt.size());
+        st.response_len = static_cast<int>(inputs[i].response.size());
+      }
       check_interrupted();
-      const Recipe& rc = recipes[ri];
-      const auto gen = gen_ops[ri]->run(rc.gen.mode, group, true);
-      const auto train = train_ops[ri]->run(rc.train.mode, group, true);
-      auto& m = tok[ri];
-      parallel_for(g1 - g0, 1, [&](std::size_t b, std::size_t e) {
-        for (std::size_t gi = b; gi < e; ++gi) {
-          const std::size_t i = g0 + gi;
-          const auto& g = gen[gi];
-          const auto& t = train[gi];
-          const auto off = static_cast<std::size_t>(resp_off[i]);
-          for (int j = 0; j < group[gi].response_len; ++j) {
-            const std::size_t at = off + static_cast<std::size_t>(j);
-            const int32_t token = inputs[i].response[static_cast<std::size_t>(j)];
-            const FullVocabStats fv =
-                full_vocab_stats(g.logprobs.row(j).data(), t.logprobs.row(j).data(), spec.vocab);
-            m.at("logp_gen")[at] = g.logprobs(j, token);
-            m.at("logp_train")[at] = t.logprobs(j, token);
-            m.at("kl_gen_train")[at] = fv.kl_gen_train;
-            m.at("kl_train_gen")[at] = fv.kl_train_gen;
-            m.at("top1_agree")[at] = fv.top1_agree ? 1.0 : 0.0;
-            m.at("entropy_gen")[at] = fv.entropy_gen;
-            m.at("js")[at] = fv.js;
-          }
-          for (std::size_t l = 0; l < L; ++l) {
-            double* sums = &layer_sums[((i * NR + ri) * L + l) * kNumLayerSums];
-            sums[kGT] = sq_diff(g.hidden[l], t.hidden[l]);
-            sums[kT] = sq_norm(t.hidden[l]);
-            if (opt.oracle) {
-              sums[kGO] = sq_diff(g.hidden[l], oracle[gi].hidden[l]);
-              sums[kTO] = sq_diff(t.hidden[l], oracle[gi].hidden[l]);
-              sums[kO] = sq_norm(oracle[gi].hidden[l]);
+      std::vector<PathOutput<OracleOps::Mat>> oracle;
+      if (opt.oracle) {
+        const OracleOps ops(spec, *oracle_w);
+        oracle = run_path_group(ops, SequenceMode::teacher_forced, group, true, /*full_rows=*/false);
+        for (std::size_t gi = 0; gi < seq.size(); ++gi)
+          for (int j = 0; j < group[gi].response_len; ++j)
+            logp_oracle[static_cast<std::size_t>(resp_off[seq[gi]] + j)] = oracle[gi].logprobs(j, 0);
+      }
+      for (std::size_t ri = 0; ri < NR; ++ri) {
+        check_interrupted();
+        const Recipe& rc = recipes[ri];
+        const auto gen = gen_ops[ri]->run(rc.gen.mode, group, true);
+        const auto train = train_ops[ri]->run(rc.train.mode, group, true);
+        auto& m = tok[ri];
+        parallel_for(seq.size(), 1, [&](std::size_t b, std::size_t e) {
+          for (std::size_t gi = b; gi < e; ++gi) {
+            const std::size_t i = seq[gi];
+            const auto& g = gen[gi];
+            const auto& t = train[gi];
+            const auto off = static_cast<std::size_t>(resp_off[i]);
+            for (int j = 0; j < group[gi].response_len; ++j) {
+              const std::size_t at = off + static_cast<std::size_t>(j);
+              const int32_t token = inputs[i].response[static_cast<std::size_t>(j)];
+              const FullVocabStats fv =
+                  full_vocab_stats(g.logprobs.row(j).data(), t.logprobs.row(j).data(), spec.vocab);
+              m.at("logp_gen")[at] = g.logprobs(j, token);
+              m.at("logp_train")[at] = t.logprobs(j, token);
+              m.at("kl_gen_train")[at] = fv.kl_gen_train;
+              m.at("kl_train_gen")[at] = fv.kl_train_gen;
+              m.at("top1_agree")[at] = fv.top1_agree ? 1.0 : 0.0;
+              m.at("entropy_gen")[at] = fv.entropy_gen;
+              m.at("js")[at] = fv.js;
+            }
+            for (std::size_t l = 0; l < L; ++l) {
+              double* sums = &layer_sums[((i * NR + ri) * L + l) * kNumLayerSums];
+              sums[kGT] = sq_diff(g.hidden[l], t.hidden[l]);
+              sums[kT] = sq_norm(t.hidden[l]);
+              if (opt.oracle) {
+                sums[kGO] = sq_diff(g.hidden[l], oracle[gi].hidden[l]);
+                sums[kTO] = sq_diff(t.hidden[l], oracle[gi].hidden[l]);
+                sums[kO] = sq_norm(oracle[gi].hidden[l]);
+              }
             }
           }
-        }
-      });
-      if (progress) {
-        done_tokens += resp_off[g1] - resp_off[g0];
-        progress(done_tokens, total_tokens);
+        });
+        done_tokens += group_tokens;
+        report(done_tokens);
       }
     }
-  }
+  };
+  job.run_step(replay_my_sequences, total_tokens, progress);
+  if (job.distributed())
+    gather_sequence_results(job, shard, resp_off, NR * L * kNumLayerSums, tok, logp_oracle, layer_sums);
 
   // 5. Per recipe: layer divergences (sums reduced in sequence order), statistics, settings.
   for (std::size_t ri = 0; ri < NR; ++ri) {

@@ -9,12 +9,15 @@
 #include "rlparity/model/emulated_ops.hpp"
 #include "rlparity/replay/inputs.hpp"
 #include "rlparity/replay/replay.hpp"
+#include "rlparity/replay/sequence_sharding.hpp"
 
 namespace rlp {
 
 // Runs the bf16 training-style path over every sequence (prompt + response) of `inputs` on
-// `ckpt` and returns per-layer scales by `method`.
+// `ckpt` and returns per-layer scales by `method`. With `shard`, each rank of the job runs its own
+// sequences and the per-call amaxes are gathered: every rank returns the same scales, the ones one
+// process computes.
 KvScales calibrate_kv_scales(const Checkpoint& ckpt, const std::vector<InputSequence>& inputs,
-                             KvScaleMethod method);
+                             KvScaleMethod method, const Sharding* shard = nullptr);
 
 }  // namespace rlp

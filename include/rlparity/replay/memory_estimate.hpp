@@ -18,6 +18,10 @@ struct MemoryEstimate {
   std::vector<std::pair<std::string, uint64_t>> parts;  // (what, bytes), in the order they are summed
   uint64_t total = 0;
   uint64_t mapped_checkpoint = 0;  // file-backed mapping: reported, not counted (the page cache can drop it)
+  // In a job of several ranks (dist/job.hpp) `total` is one rank's (each prepares its own weight
+  // forms and holds the gathered results); the ranks on one node share its memory.
+  int ranks_on_node = 1;
+  uint64_t node_total() const;
   // Multi-line human-readable breakdown, e.g. "  oracle weights (float64, 8 B/param): 2.1 MiB".
   std::string describe() const;
 };
@@ -28,8 +32,9 @@ struct MemoryEstimate {
 MemoryEstimate estimate_replay_memory(const ReplayPlan& plan, const std::vector<InputSequence>& inputs,
                                       uint64_t checkpoint_bytes = 0);
 
-// --max-memory: InputError (refusing to start, with the estimate's breakdown) when the estimate
-// exceeds `limit` bytes (0: no limit); `limit_text` is the limit as the user wrote it.
+// --max-memory: InputError (refusing to start, with the estimate's breakdown) when the estimate for
+// this node (all its ranks) exceeds `limit` bytes (0: no limit); `limit_text` is the limit as the
+// user wrote it.
 void check_memory_limit(const MemoryEstimate& estimate, uint64_t limit, const std::string& limit_text);
 
 // "8G", "512M", "1.5GiB", "64k", "1000000" (bytes); suffixes K/M/G/T (optionally followed by "B" or
