@@ -148,7 +148,7 @@ int run(ReplayArgs& a) {
   // In a job of several ranks, each replays its shard and every rank holds the gathered results;
   // rank 0 alone shows the job's progress, prints and writes the run file.
   const bool root = Job::current().is_root();
-  ProgressBar bar(root && !a.quiet && isatty(STDERR_FILENO));
+  ProgressBar bar(root && !a.quiet && (a.progress || isatty(STDERR_FILENO)));
   RunData run = run_replay(ckpt, inputs, plan, [&](int64_t d, int64_t t) { bar.update(d, t); });
   run.command_line = a.command_line;
   run.extra["inputs"] = a.inputs;
@@ -243,6 +243,10 @@ void add_replay_options(CLI::App* sub, ReplayArgs& a, bool sweep) {
          "docs/cuda-backend.md)")
       ->capture_default_str();
   sub->add_flag("--quiet,-q", a.quiet, "no progress bar or summary");
+  if (!sweep)
+    sub->add_flag("--progress", a.progress,
+                  "show the progress bar even when stderr is not a terminal (as under mpirun or srun, "
+                  "whose ranks write to pipes: rank 0 shows the whole job's)");
   const auto& knobs = knob_table();
   a.gen_knob_values.resize(knobs.size());
   a.train_knob_values.resize(knobs.size());

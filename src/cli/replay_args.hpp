@@ -15,6 +15,7 @@ struct ReplayArgs {
                                   out = "rlparity-replay.h5";
   std::string kv_scales = "recalibrated", kv_scale_method = "nemo", backend = "cpu", cuda_gemm = "cublaslt";
   bool force = false, quiet = false, no_oracle = false, allow_nonfinite = false;
+  bool progress = false;  // the progress bar even when stderr is not a terminal (mpirun's ranks)
   int threads = 0;
   ReplayOptions opt;
   std::vector<std::string> gen_knob_values, train_knob_values;  // parallel to knob_table()

@@ -126,10 +126,12 @@ void Job::run_step(const std::function<void(const Report&)>& work, int64_t total
       }
     }
   };
+  int64_t shown = -1;
   auto show = [&] {
-    if (!progress) return;
     int64_t sum = 0;
     for (const int64_t d : done) sum += d;
+    if (!progress || sum == shown) return;
+    shown = sum;
     progress(sum, total);
   };
 

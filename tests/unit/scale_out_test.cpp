@@ -118,6 +118,21 @@ TEST_F(ScaleOut, ReplayIsBitIdenticalToOneProcessForTwoAndThreeRanks) {
   }
 }
 
+// Rank 0's progress bar counts every rank's tokens: it ends at the job's total, not at its own share.
+TEST_F(ScaleOut, RankZeroShowsTheWholeJobsProgress) {
+  const auto r =
+      rlp_test::run_command(mpirun(3) + cli() + " replay --recipes bf16 --max-new-tokens 12 --progress -o " +
+                            (dir_ / "run.h5").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto bar = r.output.rfind("] ");
+  ASSERT_NE(bar, std::string::npos) << r.output;
+  long done = -1, total = -2;
+  ASSERT_EQ(std::sscanf(r.output.c_str() + bar, "] %ld/%ld tokens", &done, &total), 2) << r.output;
+  EXPECT_EQ(done, total) << r.output;
+  const std::string all = std::to_string(total) + " response tokens";
+  EXPECT_NE(r.output.find(all), std::string::npos) << r.output;
+}
+
 // A sweep shards each point's sequences; its file equals the single process's too.
 TEST_F(ScaleOut, SweepIsBitIdenticalToOneProcess) {
   if (!have_h5py()) GTEST_SKIP() << "python3-h5py not installed";
