@@ -523,9 +523,10 @@ void Group::write_dataset(const std::string& name, const std::vector<T>& values)
 void Group::write_dataset(const std::string& name, const std::vector<std::string>& values) {
   write_string_dataset(id_, name, values, child(name));
 }
-void Group::write_dataset(const std::string& name, const std::vector<double>& values,
+template <StoredNumber T>
+void Group::write_dataset(const std::string& name, const std::vector<T>& values,
                           const std::vector<uint64_t>& shape) {
-  const NumberTypes t = number_types<double>();
+  const NumberTypes t = number_types<T>();
   write_numeric_dataset(id_, name, t.file, t.memory, values.data(), values.size(), child(name), shape);
 }
 void Group::write_dataset(const std::string& name, const std::vector<std::string>& values,
@@ -567,6 +568,8 @@ bool Group::dataset_is_string(const std::string& name) const {
 #define RLP_H5_STORED_NUMBER(T)                                                     \
   template void Group::write_attr<T>(const std::string&, T);                        \
   template void Group::write_dataset<T>(const std::string&, const std::vector<T>&); \
+  template void Group::write_dataset<T>(const std::string&, const std::vector<T>&,  \
+                                        const std::vector<uint64_t>&);              \
   template T Group::read_attr<T>(const std::string&) const;                         \
   template std::vector<T> Group::read_dataset<T>(const std::string&) const;
 RLP_H5_STORED_NUMBER(int32_t)

@@ -113,6 +113,22 @@ void write_metric_group(h5::Group& parent, const std::string& name,
   g.close();
 }
 
+// /recipes/<name>/routing of a MoE run (docs/hdf5-schema.md): token x MoE layer (x k) arrays.
+void write_routing_group(h5::Group& recipe, const RoutingResult& rt) {
+  h5::Group g = recipe.create_group("routing");
+  const auto M = static_cast<uint64_t>(rt.moe_layers), k = static_cast<uint64_t>(rt.k);
+  const uint64_t T = M > 0 && k > 0 ? rt.gen_experts.size() / (M * k) : 0;
+  g.write_dataset("moe_layers", rt.moe_layer_index);
+  g.write_dataset("gen_experts", rt.gen_experts, {T, M, k});
+  g.write_dataset("train_experts", rt.train_experts, {T, M, k});
+  if (!rt.oracle_experts.empty()) {
+    g.write_dataset("oracle_experts", rt.oracle_experts, {T, M, k});
+    g.write_dataset("margin_oracle", rt.margin_oracle, {T, M});
+  }
+  for (const auto& [name, values] : rt.layers) g.write_dataset(name, values);
+  g.close();
+}
+
 void write_contents(h5::Group& file, const RunData& run) {
   file.write_attr<int32_t>("schema_version", kSchemaVersion);
   file.write_attr_string("tool_version", run.tool_version);
@@ -155,6 +171,7 @@ void write_contents(h5::Group& file, const RunData& run) {
     write_metric_group(g, "sequences", r.sequences);
     write_metric_group(g, "layers", r.layers);
     if (!r.engine.empty()) write_metric_group(g, "engine", r.engine);
+    if (!r.routing.empty()) write_routing_group(g, r.routing);
     g.close();
   }
   recipes.close();

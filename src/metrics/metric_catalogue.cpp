@@ -131,6 +131,17 @@ std::vector<MetricInfo> build() {
   add("mean_entropy_gen", "mean entropy_gen", D::lower_is_better, F::scientific, {}, "entropy_gen");
   add("mean_abs_gen_err_oracle", "mean |lg - lo|", D::lower_is_better, F::scientific, {}, "logp_oracle");
   add("mean_abs_train_err_oracle", "mean |lt - lo|", D::lower_is_better, F::scientific, {}, "logp_oracle");
+  add("router_flip_frac",
+      "MoE: fraction of tokens whose generation and training routers chose different expert sets in any MoE "
+      "layer",
+      D::lower_is_better, F::fixed4, {}, "routing");
+  add("mean_router_flip_frac",
+      "MoE: mean over MoE layers of the fraction of tokens with different expert sets", D::lower_is_better,
+      F::fixed4, {}, "routing");
+  add("mean_abs_log_ratio_flipped", "MoE: mean |d| over tokens with a router flip in any MoE layer",
+      D::lower_is_better, F::scientific, {}, "routing");
+  add("mean_abs_log_ratio_unflipped", "MoE: mean |d| over tokens with no router flip", D::lower_is_better,
+      F::scientific, {}, "routing");
   add("num_tokens", "number of response tokens (stored as a double)", D::lower_is_better, F::count);
   add("num_sequences", "number of sequences (stored as a double)", D::lower_is_better, F::count);
 

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "rlparity/metrics/metric_catalogue.hpp"
+#include "rlparity/metrics/routing_stats.hpp"
 #include "rlparity/util/error.hpp"
 
 namespace rlp {
@@ -328,6 +329,7 @@ void compute_recipe_statistics(RecipeResult& r, const std::vector<int64_t>& offs
                           {"ppl_gen", &ppl_g},
                           {"ppl_train", &ppl_t}});
   if (kl_p) r.sequences["mean_kl_gen_train"] = std::move(mkl);
+  compute_routing_statistics(r);
 }
 
 }  // namespace rlp

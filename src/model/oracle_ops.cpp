@@ -146,18 +146,25 @@ void OracleOps::silu_mul(const Mat& gate, const Mat& up, Mat& out) const {
   }
 }
 
-void OracleOps::moe(const Mat& xn, int layer, Mat& out, bool /*decode_step*/) const {
+void OracleOps::moe(const Mat& xn, int layer, Mat& out, bool /*decode_step*/, MoeRouting* routing) const {
   const OracleLayer& L = w_.layers[static_cast<std::size_t>(layer)];
   const int n = static_cast<int>(xn.rows()), E = spec_.num_experts, k = spec_.experts_per_tok;
   Mat logits;
   affine(xn, L.router, logits);
   std::vector<int> ids(static_cast<std::size_t>(n * k));
   std::vector<double> weights(static_cast<std::size_t>(n * k)), probs(static_cast<std::size_t>(E));
+  if (routing) {
+    routing->k = k;
+    routing->margin.assign(static_cast<std::size_t>(n), 0.0);
+  }
   for (int r = 0; r < n; ++r) {
     moe_softmax(
         logits.row(r).data(), E, [](double x) { return std::exp(x); }, probs.data());
     moe_top_k(probs.data(), E, k, spec_.norm_topk_prob, ids.data() + r * k, weights.data() + r * k);
+    if (routing)
+      routing->margin[static_cast<std::size_t>(r)] = moe_margin(probs.data(), E, k, ids.data() + r * k);
   }
+  if (routing) routing->ids.assign(ids.begin(), ids.end());
   out = Mat::Zero(n, spec_.hidden);
   Mat g, u, a, d;
   for (int e = 0; e < E; ++e) {

@@ -182,12 +182,62 @@ void sample_missing(const ModelSpec& spec, const PreparedWeights& w, const Recip
   }
 }
 
-// Every rank's per-sequence results (token metrics, oracle logprobs, per-layer sums) into every
-// rank's arrays, bit for bit: each slot was written by the one rank that owns its sequence.
+// A MoE run's router choices at every response token (RoutingResult's arrays): the two paths'
+// per recipe, the oracle's once. Empty for a dense model.
+struct RoutingSlots {
+  std::vector<int32_t> moe_layers;  // the decoder layer of each MoE layer
+  std::size_t k = 0;
+  std::vector<std::vector<int32_t>> gen, train;  // per recipe: tokens x M x k
+  std::vector<int32_t> oracle;                   // tokens x M x k
+  std::vector<double> margin;                    // tokens x M
+
+  RoutingSlots(const ModelSpec& spec, std::size_t recipes, std::size_t tokens, bool with_oracle) {
+    for (int l = 0; l < spec.layers; ++l)
+      if (spec.is_moe_layer(l)) moe_layers.push_back(l);
+    if (moe_layers.empty()) return;
+    k = static_cast<std::size_t>(spec.experts_per_tok);
+    const std::size_t n = tokens * moe_layers.size() * k;
+    gen.assign(recipes, std::vector<int32_t>(n, -1));
+    train = gen;
+    if (with_oracle) {
+      oracle.assign(n, -1);
+      margin.assign(tokens * moe_layers.size(), 0.0);
+    }
+  }
+  bool any() const { return !moe_layers.empty(); }
+  std::size_t per_token() const { return moe_layers.size() * k; }
+  // Token `at`'s expert set at every MoE layer, from response row j of a path's output, ascending.
+  void store(std::vector<int32_t>& dst, std::size_t at, const std::vector<std::vector<int32_t>>& experts,
+             int j) const {
+    for (std::size_t m = 0; m < moe_layers.size(); ++m) {
+      const int32_t* ids =
+          experts[static_cast<std::size_t>(moe_layers[m])].data() + static_cast<std::size_t>(j) * k;
+      int32_t* out = dst.data() + (at * moe_layers.size() + m) * k;
+      std::copy_n(ids, k, out);
+      std::sort(out, out + k);
+    }
+  }
+  RoutingResult result(std::size_t recipe) const {
+    RoutingResult r;
+    if (!any()) return r;
+    r.moe_layers = static_cast<int>(moe_layers.size());
+    r.k = static_cast<int>(k);
+    r.moe_layer_index = moe_layers;
+    r.gen_experts = gen[recipe];
+    r.train_experts = train[recipe];
+    r.oracle_experts = oracle;
+    r.margin_oracle = margin;
+    return r;
+  }
+};
+
+// Every rank's per-sequence results (token metrics, oracle logprobs, per-layer sums, MoE routing)
+// into every rank's arrays, bit for bit: each slot was written by the one rank that owns its sequence.
 void gather_sequence_results(Job& job, const Sharding& shard, const std::vector<int64_t>& resp_off,
                              std::size_t sums_per_seq,
                              std::vector<std::map<std::string, std::vector<double>>>& tok,
-                             std::vector<double>& logp_oracle, std::vector<double>& layer_sums) {
+                             std::vector<double>& logp_oracle, std::vector<double>& layer_sums,
+                             RoutingSlots& routing) {
   auto each_slot = [&](std::size_t i, const auto& visit) {
     const auto b = static_cast<std::size_t>(resp_off[i]);
     const auto n = static_cast<std::size_t>(resp_off[i + 1]) - b;
@@ -195,16 +245,20 @@ void gather_sequence_results(Job& job, const Sharding& shard, const std::vector<
       for (auto& [name, values] : metrics) visit(values.data() + b, n);
     if (!logp_oracle.empty()) visit(logp_oracle.data() + b, n);
     visit(layer_sums.data() + i * sums_per_seq, sums_per_seq);
+    const std::size_t per = routing.per_token(), M = routing.moe_layers.size();
+    for (auto* side : {&routing.gen, &routing.train})
+      for (auto& ids : *side) visit(ids.data() + b * per, n * per);
+    if (!routing.oracle.empty()) visit(routing.oracle.data() + b * per, n * per);
+    if (!routing.margin.empty()) visit(routing.margin.data() + b * M, n * M);
   };
   Packer out;
-  for (const std::size_t i : shard.mine())
-    each_slot(i, [&](const double* p, std::size_t n) { out.put(p, n); });
+  for (const std::size_t i : shard.mine()) each_slot(i, [&](const auto* p, std::size_t n) { out.put(p, n); });
   const std::vector<std::string> parts = job.all_gather(out.bytes());
   for (std::size_t r = 0; r < parts.size(); ++r) {
     if (static_cast<int>(r) == shard.rank) continue;
     Unpacker in(parts[r]);
     for (const std::size_t i : shard.sequences[r])
-      each_slot(i, [&](double* p, std::size_t n) { in.get(p, n); });
+      each_slot(i, [&](auto* p, std::size_t n) { in.get(p, n); });
   }
 }
 
@@ -317,6 +371,7 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
     for (const char* name : kTokenMetrics) m[name].assign(T, 0.0);
   std::vector<double> logp_oracle(opt.oracle ? T : 0);
   std::vector<double> layer_sums(S * NR * L * kNumLayerSums, 0.0);
+  RoutingSlots routing(spec, NR, T, opt.oracle);
   const int64_t total_tokens = static_cast<int64_t>(T * NR);
   int64_t done_tokens = 0;
 
@@ -356,9 +411,18 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
       if (opt.oracle) {
         const OracleOps ops(spec, *oracle_w);
         oracle = run_path_group(ops, SequenceMode::teacher_forced, group, true, /*full_rows=*/false);
-        for (std::size_t gi = 0; gi < seq.size(); ++gi)
-          for (int j = 0; j < group[gi].response_len; ++j)
-            logp_oracle[static_cast<std::size_t>(resp_off[seq[gi]] + j)] = oracle[gi].logprobs(j, 0);
+        for (std::size_t gi = 0; gi < seq.size(); ++gi) {
+          for (int j = 0; j < group[gi].response_len; ++j) {
+            const auto at = static_cast<std::size_t>(resp_off[seq[gi]] + j);
+            logp_oracle[at] = oracle[gi].logprobs(j, 0);
+            if (!routing.any()) continue;
+            routing.store(routing.oracle, at, oracle[gi].experts, j);
+            for (std::size_t m = 0; m < routing.moe_layers.size(); ++m)
+              routing.margin[at * routing.moe_layers.size() + m] =
+                  oracle[gi]
+                      .margin[static_cast<std::size_t>(routing.moe_layers[m])][static_cast<std::size_t>(j)];
+          }
+        }
       }
       for (std::size_t ri = 0; ri < NR; ++ri) {
         check_interrupted();
@@ -384,6 +448,10 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
               m.at("top1_agree")[at] = fv.top1_agree ? 1.0 : 0.0;
               m.at("entropy_gen")[at] = fv.entropy_gen;
               m.at("js")[at] = fv.js;
+              if (routing.any()) {
+                routing.store(routing.gen[ri], at, g.experts, j);
+                routing.store(routing.train[ri], at, t.experts, j);
+              }
             }
             for (std::size_t l = 0; l < L; ++l) {
               double* sums = &layer_sums[((i * NR + ri) * L + l) * kNumLayerSums];
@@ -404,7 +472,8 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
   };
   job.run_step(replay_my_sequences, total_tokens, progress);
   if (job.distributed())
-    gather_sequence_results(job, shard, resp_off, NR * L * kNumLayerSums, tok, logp_oracle, layer_sums);
+    gather_sequence_results(job, shard, resp_off, NR * L * kNumLayerSums, tok, logp_oracle, layer_sums,
+                            routing);
 
   // 5. Per recipe: layer divergences (sums reduced in sequence order), statistics, settings.
   for (std::size_t ri = 0; ri < NR; ++ri) {
@@ -434,6 +503,7 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
                   {"ppo_eps", {opt.stats.ppo_eps_low, opt.stats.ppo_eps_high}},
                   {"icepop_bounds", {opt.stats.icepop_low, opt.stats.icepop_high}},
                   {"kv_scales", recipes[ri].needs_kv_scales() ? kv_json : nlohmann::json(nullptr)}};
+    r.routing = routing.result(ri);
     compute_recipe_statistics(r, resp_off, opt.stats);
     if (!run.engine_logprobs.empty()) compute_engine_statistics(r, run.engine_logprobs, resp_off, opt.stats);
     run.recipes.push_back(std::move(r));

@@ -136,6 +136,7 @@ void expect_same(const std::vector<PathOutput<HostMat>>& want, const std::vector
     for (std::size_t l = 0; l < want[i].hidden.size(); ++l)
       EXPECT_TRUE(same_bits(want[i].hidden[l], got[i].hidden[l]))
           << what << ": hidden state of sequence " << i << " layer " << l;
+    EXPECT_EQ(want[i].experts, got[i].experts) << what << ": MoE routing of sequence " << i;
   }
 }
 
@@ -161,7 +162,9 @@ class RowCountingOps {
     ops_.attention(l, q, k, v, pos0, c, o);
   }
   void silu_mul(const Mat& g, const Mat& u, Mat& o) const { ops_.silu_mul(g, u, o); }
-  void moe(const Mat& xn, int l, Mat& o, bool decode_step = false) const { ops_.moe(xn, l, o, decode_step); }
+  void moe(const Mat& xn, int l, Mat& o, bool decode_step = false, MoeRouting* routing = nullptr) const {
+    ops_.moe(xn, l, o, decode_step, routing);
+  }
   void logprobs(const Mat& xn, Mat& o, bool decode_step = false) const { ops_.logprobs(xn, o, decode_step); }
   mutable int max_decode_rows = 0;
 

@@ -413,10 +413,11 @@ TEST_P(ForwardReference, OracleMatchesNaiveReference) {
   auto cache = ops.new_cache(T);
   OMat lp;
   std::vector<OMat> hidden;
-  rlp::forward<rlp::OracleOps>(ops, cache, tokens.data(), T, 0, lp, [&](int layer, const OMat& h) {
-    EXPECT_EQ(layer, static_cast<int>(hidden.size()));
-    hidden.push_back(h);
-  });
+  rlp::forward<rlp::OracleOps>(ops, cache, tokens.data(), T, 0, lp,
+                               [&](int layer, const OMat& h, const rlp::MoeRouting*) {
+                                 EXPECT_EQ(layer, static_cast<int>(hidden.size()));
+                                 hidden.push_back(h);
+                               });
   ASSERT_EQ(lp.rows(), T);
   ASSERT_EQ(lp.cols(), o.vocab);
   EXPECT_EQ(cache.length, T);

@@ -28,6 +28,10 @@ std::set<std::string> summary_names(bool optional) {
     r.tokens["js"] = {0.005, 0.01, 0.005, 0.015};
     r.tokens["top1_agree"] = {1, 1, 0, 1};
     r.tokens["entropy_gen"] = {1.0, 2.0, 1.5, 0.5};
+    r.routing.moe_layers = 1;  // a MoE run: one MoE layer, top-1
+    r.routing.k = 1;
+    r.routing.gen_experts = {0, 1, 2, 3};
+    r.routing.train_experts = {0, 1, 3, 3};
   }
   compute_recipe_statistics(r, {0, 2, 4}, StatsOptions{});
   std::set<std::string> names;

@@ -360,6 +360,38 @@ TEST(FinalizeRecipe, BitMismatchSeesSignedZeroAndRefusesBadBands) {
   }
 }
 
+// Router flips by hand: 3 tokens, 2 MoE layers, top-2 (ids ascending per token and layer).
+//   token 0: layer 0 {0,1} vs {0,1}, layer 1 {2,3} vs {2,3}  -> no flip      |d| = 0.1
+//   token 1: layer 0 {0,1} vs {0,2}, layer 1 {2,3} vs {2,3}  -> flip (l0)    |d| = 0.5
+//   token 2: layer 0 {1,2} vs {1,2}, layer 1 {0,3} vs {1,3}  -> flip (l1)    |d| = 0.3
+// The oracle agrees with training everywhere but token 2 layer 0 ({1,3}).
+TEST(FinalizeRecipe, RouterFlipStatisticsByHand) {
+  RecipeResult r;
+  r.name = "moe";
+  r.tokens["logp_gen"] = {-1.0, -1.0, -1.0};
+  r.tokens["logp_train"] = {-0.9, -1.5, -1.3};
+  RoutingResult& rt = r.routing;
+  rt.moe_layers = 2;
+  rt.k = 2;
+  rt.gen_experts = {0, 1, 2, 3, /**/ 0, 1, 2, 3, /**/ 1, 2, 0, 3};
+  rt.train_experts = {0, 1, 2, 3, /**/ 0, 2, 2, 3, /**/ 1, 2, 1, 3};
+  rt.oracle_experts = {0, 1, 2, 3, /**/ 0, 2, 2, 3, /**/ 1, 3, 1, 3};
+  compute_recipe_statistics(r, {0, 3}, StatsOptions{});
+  const auto& layers = rt.layers;
+  EXPECT_EQ(layers.at("flip_frac"), (std::vector<double>{1.0 / 3, 1.0 / 3}));
+  EXPECT_EQ(layers.at("gen_flip_oracle_frac"), (std::vector<double>{2.0 / 3, 1.0 / 3}));
+  EXPECT_EQ(layers.at("train_flip_oracle_frac"), (std::vector<double>{1.0 / 3, 0.0}));
+  EXPECT_DOUBLE_EQ(r.summary.at("router_flip_frac"), 2.0 / 3);
+  EXPECT_DOUBLE_EQ(r.summary.at("mean_router_flip_frac"), 1.0 / 3);
+  EXPECT_NEAR(r.summary.at("mean_abs_log_ratio_flipped"), 0.4, 1e-12);
+  EXPECT_NEAR(r.summary.at("mean_abs_log_ratio_unflipped"), 0.1, 1e-12);
+  // A dense run has no routing statistics at all.
+  RecipeResult dense;
+  dense.tokens = {{"logp_gen", {-1.0}}, {"logp_train", {-1.0}}};
+  compute_recipe_statistics(dense, {0, 1}, StatsOptions{});
+  EXPECT_EQ(dense.summary.count("router_flip_frac"), 0u);
+}
+
 TEST(FinalizeRecipe, IdenticalPathsGiveZeroDivergence) {
   RecipeResult r;
   r.tokens["logp_gen"] = {-0.1, -2.0, -5.5, -0.01};

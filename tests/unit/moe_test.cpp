@@ -20,6 +20,7 @@
 #include "rlparity/model/oracle_ops.hpp"
 #include "rlparity/model/weights.hpp"
 #include "rlparity/numerics/formats.hpp"
+#include "rlparity/replay/replay.hpp"
 #include "rlparity/util/parallel.hpp"
 #include "unit/scratch_test_util.hpp"
 
@@ -227,12 +228,6 @@ struct MoeFixture : rlp_test::ScratchDirTest {
   }
 };
 
-// Records the last routing a path chose.
-struct LastRouting : EmulatedOps::RoutingObserver {
-  std::vector<int> ids;
-  void observe(int, const std::vector<int>& v) override { ids = v; }
-};
-
 TEST_F(MoeFixture, OracleBlockMatchesNaiveReference) {
   for (const bool norm : {true, false}) {
     const Checkpoint ck = open(6, 2, false, norm);
@@ -241,7 +236,9 @@ TEST_F(MoeFixture, OracleBlockMatchesNaiveReference) {
     const OracleOps oracle(spec, ow);
     const HostMat x = random_rows(9, spec.hidden, 7);
     OracleOps::Mat xd = x.cast<double>(), out;
-    oracle.moe(xd, 0, out);
+    MoeRouting routing;
+    oracle.moe(xd, 0, out, false, &routing);
+    ASSERT_EQ(routing.k, 2);
     const std::string L = "model.layers.0.mlp.";
     const auto router = tensor_f64(ck, L + "gate.weight");
     for (int r = 0; r < 9; ++r) {
@@ -259,6 +256,12 @@ TEST_F(MoeFixture, OracleBlockMatchesNaiveReference) {
       std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
         return p[static_cast<std::size_t>(a)] > p[static_cast<std::size_t>(b)];
       });
+      // The choices and the margin p_2 - p_3 the replay records (routing/margin_oracle).
+      EXPECT_EQ(routing.ids[static_cast<std::size_t>(2 * r)], order[0]) << "row " << r;
+      EXPECT_EQ(routing.ids[static_cast<std::size_t>(2 * r + 1)], order[1]) << "row " << r;
+      EXPECT_NEAR(routing.margin[static_cast<std::size_t>(r)],
+                  p[static_cast<std::size_t>(order[1])] - p[static_cast<std::size_t>(order[2])], 1e-12)
+          << "row " << r;
       double wsum =
           norm ? p[static_cast<std::size_t>(order[0])] + p[static_cast<std::size_t>(order[1])] : 1.0;
       std::vector<double> ref(static_cast<std::size_t>(spec.hidden), 0.0);
@@ -321,14 +324,12 @@ TEST_F(MoeFixture, NearTieFlipsWithRouterLogitPrecision) {
   ASSERT_TRUE(train.router_logits_fp32);
   const PreparedWeights wg = prepare_weights(ck, gen), wt = prepare_weights(ck, train);
   const EmulatedOps og(spec, wg, gen), ot(spec, wt, train);
-  LastRouting rg, rt;
-  og.set_routing_observer(&rg);
-  ot.set_routing_observer(&rt);
+  MoeRouting rg, rt;
   const int n = 256;
   const HostMat x = random_rows(n, spec.hidden, 3);
   HostMat y;
-  og.moe(x, 0, y);
-  ot.moe(x, 0, y);
+  og.moe(x, 0, y, false, &rg);
+  ot.moe(x, 0, y, false, &rt);
   // Router rows 0 and 1 differ only in element 0 (row 1's is one bf16 ulp larger in magnitude, both
   // positive): logit1 - logit0 = x[0] * ulp. With fp32 logits the larger wins; with bf16 logits they
   // often round equal and the lower index (0) wins. So the only flips are gen 0 -> train 1, x[0] > 0.
@@ -346,9 +347,62 @@ TEST_F(MoeFixture, NearTieFlipsWithRouterLogitPrecision) {
   PathStyle gen32 = gen;
   gen32.router_logits_fp32 = true;
   const EmulatedOps og32(spec, wg, gen32);
-  og32.set_routing_observer(&rg);
-  og32.moe(x, 0, y);
+  og32.moe(x, 0, y, false, &rg);
   EXPECT_EQ(rg.ids, rt.ids);
+}
+
+// A whole replay of the near-tie checkpoint: the bf16 recipe's generation path computes router
+// logits in bf16, its training path in fp32 (Megatron's moe_router_dtype), so tokens whose two tied
+// experts round equal flip; the run records each path's choices, the oracle's margins, per-layer
+// flip fractions and the summary. With the generation path's router knob on the training path, no
+// token flips.
+TEST_F(MoeFixture, ReplayRecordsRouterFlipsAndTheirMargins) {
+  const Checkpoint ck = open(4, 1, true);
+  std::vector<InputSequence> in;
+  for (int s = 0; s < 6; ++s) {
+    InputSequence q;
+    q.id = std::to_string(s);
+    for (int t = 0; t < 40; ++t)
+      (t < 8 ? q.prompt : q.response).push_back((s * 37 + t * 11) % ck.spec().vocab);
+    q.has_response = true;
+    in.push_back(q);
+  }
+  ReplayOptions opt;
+  opt.recipes = {"bf16"};
+  const RunData run = run_replay(ck, in, opt);
+  const RecipeResult& r = run.recipes.at(0);
+  const RoutingResult& rt = r.routing;
+  ASSERT_EQ(rt.moe_layers, 1);
+  ASSERT_EQ(rt.k, 1);
+  const std::size_t T = r.tokens.at("logp_gen").size();
+  ASSERT_EQ(rt.gen_experts.size(), T);
+  ASSERT_EQ(rt.oracle_experts.size(), T);
+  int flips = 0;
+  double flipped_margin = 0.0, kept_margin = 0.0;
+  for (std::size_t t = 0; t < T; ++t) {
+    if (rt.gen_experts[t] == rt.train_experts[t]) {
+      kept_margin += rt.margin_oracle[t];
+      continue;
+    }
+    ++flips;
+    flipped_margin += rt.margin_oracle[t];
+    EXPECT_EQ(rt.gen_experts[t], 0) << "token " << t;  // the lower index wins a bf16 tie
+    EXPECT_EQ(rt.train_experts[t], 1) << "token " << t;
+    EXPECT_LT(rt.margin_oracle[t], 1e-2) << "token " << t << ": a flip far from a tie";
+  }
+  ASSERT_GT(flips, 0);
+  ASSERT_LT(flips, static_cast<int>(T));
+  // Flips sit near ties: their mean oracle margin is far below the kept tokens'.
+  EXPECT_LT(flipped_margin / flips, 0.1 * kept_margin / static_cast<double>(static_cast<int>(T) - flips));
+  EXPECT_DOUBLE_EQ(rt.layers.at("flip_frac").at(0), flips / static_cast<double>(T));
+  EXPECT_DOUBLE_EQ(r.summary.at("router_flip_frac"), flips / static_cast<double>(T));
+  EXPECT_DOUBLE_EQ(r.summary.at("mean_router_flip_frac"), flips / static_cast<double>(T));
+  EXPECT_GT(r.summary.at("mean_abs_log_ratio_flipped"), r.summary.at("mean_abs_log_ratio_unflipped"));
+
+  opt.recipe.train_knobs = {{"moe-router-logits", "act"}};
+  const RunData same = run_replay(ck, in, opt);
+  EXPECT_EQ(same.recipes.at(0).routing.gen_experts, same.recipes.at(0).routing.train_experts);
+  EXPECT_EQ(same.recipes.at(0).summary.at("router_flip_frac"), 0.0);
 }
 
 TEST_F(MoeFixture, BitIdenticalAcrossThreadCounts) {

@@ -55,7 +55,8 @@ class Group {
   void write_dataset(const std::string& name, const std::vector<std::string>& values);
   // N-dimensional, row-major, of `shape` (its product must be values.size(); chunks hold whole
   // trailing rows up to 65536 elements). The readers below read 1-D datasets only.
-  void write_dataset(const std::string& name, const std::vector<double>& values,
+  template <StoredNumber T>
+  void write_dataset(const std::string& name, const std::vector<T>& values,
                      const std::vector<uint64_t>& shape);
   void write_dataset(const std::string& name, const std::vector<std::string>& values,
                      const std::vector<uint64_t>& shape);

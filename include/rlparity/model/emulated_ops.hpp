@@ -42,13 +42,6 @@ class EmulatedOps {
     virtual void observe(int layer, const Mat& q, const Mat& k, const Mat& v) = 0;
   };
   void set_qkv_observer(QkvObserver* obs) const { observer_ = obs; }
-  // Sees each MoE call's routing: ids[r * k + s], the experts row r chose in descending
-  // probability (slot order), for routing diagnostics and tests.
-  struct RoutingObserver {
-    virtual ~RoutingObserver() = default;
-    virtual void observe(int layer, const std::vector<int>& ids) = 0;
-  };
-  void set_routing_observer(RoutingObserver* obs) const { routing_observer_ = obs; }
 
  private:
   float round_act(float x) const;  // num::round_act in this path's activation format
@@ -71,7 +64,6 @@ class EmulatedOps {
   // With tp > 1: per layer, the o_proj [0] and down_proj [1] weights cut into tp K ranges.
   std::vector<std::vector<PreparedLinear>> tp_o_, tp_down_;
   mutable QkvObserver* observer_ = nullptr;
-  mutable RoutingObserver* routing_observer_ = nullptr;
 };
 static_assert(ForwardOps<EmulatedOps>);
 

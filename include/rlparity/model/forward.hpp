@@ -11,14 +11,16 @@
 #include <vector>
 
 #include "rlparity/model/model_spec.hpp"
+#include "rlparity/model/moe_routing.hpp"
 #include "rlparity/model/ops_contract.hpp"
 #include "rlparity/model/weights.hpp"
 
 namespace rlp {
 
-// Called after each decoder layer with the residual stream (rows = the rows of this call).
+// Called after each decoder layer with the residual stream (rows = the rows of this call) and, for
+// a MoE layer, what its router chose for those rows (null for a dense layer).
 template <class Mat>
-using LayerHook = std::function<void(int layer, const Mat& hidden)>;
+using LayerHook = std::function<void(int layer, const Mat& hidden, const MoeRouting* routing)>;
 
 // The layer stack over `n` rows at the given positions. `attend(layer, q, k, v, out)` writes the
 // rows' keys/values to their caches and attends; it is the only part that knows which sequence a
@@ -30,6 +32,7 @@ void forward_rows(const Ops& ops, const int32_t* tokens, int n, const int* posit
   using Mat = typename Ops::Mat;
   const ModelSpec& spec = ops.spec();
   Mat h, xn, q, k, v, attn, o, gate, up, act, down, observed;
+  MoeRouting routing;
   ops.embed(tokens, n, h);
   const Mat* pending = nullptr;  // the MLP output, added to the residual by the next norm (fused in vLLM)
   for (int l = 0; l < spec.layers; ++l) {
@@ -45,8 +48,9 @@ void forward_rows(const Ops& ops, const int32_t* tokens, int n, const int* posit
     attend(l, q, k, v, attn);
     ops.linear(attn, l, Proj::o, o, decode_step);
     ops.add_norm(h, &o, l, NormSlot::post, xn);
-    if (spec.is_moe_layer(l)) {
-      ops.moe(xn, l, down, decode_step);
+    const bool moe = spec.is_moe_layer(l);
+    if (moe) {
+      ops.moe(xn, l, down, decode_step, hook ? &routing : nullptr);
     } else {
       ops.linear(xn, l, Proj::gate, gate, decode_step);
       ops.linear(xn, l, Proj::up, up, decode_step);
@@ -56,7 +60,7 @@ void forward_rows(const Ops& ops, const int32_t* tokens, int n, const int* posit
     pending = &down;
     if (hook) {
       ops.residual_sum(h, down, observed);
-      hook(l, observed);
+      hook(l, observed, moe ? &routing : nullptr);
     }
   }
   ops.add_norm(h, pending, spec.layers, NormSlot::final, xn);

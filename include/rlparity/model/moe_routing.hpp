@@ -9,9 +9,19 @@
 // Ties between equal probabilities go to the lower expert index, as vLLM's topk_softmax kernel
 // breaks them (csrc/moe/topk_softmax_kernels.cu); torch.topk does not promise an order.
 #pragma once
+#include <cstdint>
 #include <vector>
 
 namespace rlp {
+
+// What one MoE block chose for the rows of a forward call (rows x k expert ids, in top-k slot
+// order) and how close each row's k-th choice came to a tie: margin = p_k - p_(k+1) of the router's
+// probabilities (softmax, before renormalisation; p_(E+1) = 0 when k = E).
+struct MoeRouting {
+  int k = 0;
+  std::vector<int32_t> ids;
+  std::vector<double> margin;
+};
 
 // probs[e] = softmax(logits)[e] in T: max subtracted, exp(l - max) by `exp_fn`, summed in index
 // order, each divided by the sum (torch's softmax epilogue divides).
@@ -44,6 +54,18 @@ void moe_top_k(const T* probs, int experts, int k, bool renormalize, int* ids, T
   T sum = 0;
   for (int s = 0; s < k; ++s) sum += weights[s];
   for (int s = 0; s < k; ++s) weights[s] = weights[s] / sum;
+}
+
+// p_k - p_(k+1): the k-th chosen probability less the largest one not chosen (0 when all are).
+template <class T>
+double moe_margin(const T* probs, int experts, int k, const int* ids) {
+  T next = 0;
+  for (int e = 0; e < experts; ++e) {
+    bool taken = false;
+    for (int s = 0; s < k; ++s) taken = taken || ids[s] == e;
+    if (!taken && probs[e] > next) next = probs[e];
+  }
+  return static_cast<double>(probs[ids[k - 1]]) - static_cast<double>(next);
 }
 
 }  // namespace rlp

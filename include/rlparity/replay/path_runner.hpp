@@ -41,7 +41,24 @@ template <class Mat>
 struct PathOutput {
   Mat logprobs;  // [response_len x vocab], or [response_len x 1] (the response token's) without full rows
   std::vector<Mat> hidden;  // per layer [response_len x hidden]
+  // Per layer, MoE layers only (empty for dense ones): the router's choices at the same rows,
+  // [response_len x k] expert ids in top-k slot order, and [response_len] margins (moe_routing.hpp).
+  std::vector<std::vector<int32_t>> experts;
+  std::vector<std::vector<double>> margin;
 };
+
+// Rows [src, src + n) of one forward call's layer output (and its MoE routing) kept as response rows
+// [dst, dst + n).
+template <class Mat>
+void keep_layer_rows(PathOutput<Mat>& o, int layer, const Mat& h, const MoeRouting* routing, Eigen::Index src,
+                     int dst, int n) {
+  const auto l = static_cast<std::size_t>(layer);
+  o.hidden[l].middleRows(dst, n) = h.middleRows(src, n);
+  if (!routing) return;
+  const auto k = static_cast<std::ptrdiff_t>(routing->k), from = static_cast<std::ptrdiff_t>(src);
+  std::copy_n(routing->ids.begin() + from * k, n * k, o.experts[l].begin() + dst * k);
+  std::copy_n(routing->margin.begin() + from, n, o.margin[l].begin() + dst);
+}
 
 // One sequence of a group: its tokens (prompt + response) and where the response starts.
 struct SeqTokens {
@@ -82,8 +99,16 @@ std::vector<PathOutput<typename Ops::Mat>> run_path_group(const Ops& ops, Sequen
   };
   for (std::size_t i = 0; i < G; ++i) {
     out[i].logprobs.resize(seqs[i].response_len, full_rows ? spec.vocab : 1);
-    if (want_hidden)
-      out[i].hidden.assign(static_cast<std::size_t>(spec.layers), Mat(seqs[i].response_len, spec.hidden));
+    if (!want_hidden) continue;
+    const auto R = static_cast<std::size_t>(seqs[i].response_len), L = static_cast<std::size_t>(spec.layers);
+    out[i].hidden.assign(L, Mat(seqs[i].response_len, spec.hidden));
+    out[i].experts.resize(L);
+    out[i].margin.resize(L);
+    for (std::size_t l = 0; l < L; ++l) {
+      if (!spec.is_moe_layer(static_cast<int>(l))) continue;
+      out[i].experts[l].assign(R * static_cast<std::size_t>(spec.experts_per_tok), -1);
+      out[i].margin[l].assign(R, 0.0);
+    }
   }
   if (mode == SequenceMode::teacher_forced) {
     parallel_for(G, 1, [&](std::size_t b, std::size_t e) {
@@ -93,8 +118,8 @@ std::vector<PathOutput<typename Ops::Mat>> run_path_group(const Ops& ops, Sequen
         Mat lp;
         LayerHook<Mat> hook;
         if (want_hidden)
-          hook = [&](int layer, const Mat& h) {
-            out[i].hidden[static_cast<std::size_t>(layer)] = h.bottomRows(s.response_len);
+          hook = [&](int layer, const Mat& h, const MoeRouting* routing) {
+            keep_layer_rows(out[i], layer, h, routing, h.rows() - s.response_len, 0, s.response_len);
           };
         forward(ops, cache, s.tokens.data(), s.prompt_len + s.response_len - 1, 0, lp, hook);
         for (int j = 0; j < s.response_len; ++j) keep(i, j, lp, s.prompt_len - 1 + j);
@@ -111,8 +136,8 @@ std::vector<PathOutput<typename Ops::Mat>> run_path_group(const Ops& ops, Sequen
     Mat lp;
     LayerHook<Mat> hook;
     if (want_hidden)
-      hook = [&](int layer, const Mat& h) {
-        out[i].hidden[static_cast<std::size_t>(layer)].row(0) = h.row(h.rows() - 1);
+      hook = [&](int layer, const Mat& h, const MoeRouting* routing) {
+        keep_layer_rows(out[i], layer, h, routing, h.rows() - 1, 0, 1);
       };
     forward_prefill(ops, caches[i], s.tokens.data(), s.prompt_len, prefill_chunk, lp, hook);
     keep(i, 0, lp, lp.rows() - 1);
@@ -141,10 +166,9 @@ std::vector<PathOutput<typename Ops::Mat>> run_path_group(const Ops& ops, Sequen
       }
       LayerHook<Mat> hook;
       if (want_hidden)
-        hook = [&](int layer, const Mat& h) {
+        hook = [&](int layer, const Mat& h, const MoeRouting* routing) {
           for (std::size_t a = 0, off = 0; a < runs.size(); off += static_cast<std::size_t>(runs[a].n), ++a)
-            out[owner[a]].hidden[static_cast<std::size_t>(layer)].middleRows(j0, runs[a].n) =
-                h.middleRows(static_cast<Eigen::Index>(off), runs[a].n);
+            keep_layer_rows(out[owner[a]], layer, h, routing, static_cast<Eigen::Index>(off), j0, runs[a].n);
         };
       forward_decode_known(ops, runs, tokens.data(), lp, hook);
       for (std::size_t a = 0, off = 0; a < runs.size(); off += static_cast<std::size_t>(runs[a].n), ++a)
@@ -172,9 +196,9 @@ std::vector<PathOutput<typename Ops::Mat>> run_path_group(const Ops& ops, Sequen
     }
     LayerHook<Mat> hook;
     if (want_hidden)
-      hook = [&](int layer, const Mat& h) {
+      hook = [&](int layer, const Mat& h, const MoeRouting* routing) {
         for (std::size_t a = 0; a < active.size(); ++a)
-          out[active[a]].hidden[static_cast<std::size_t>(layer)].row(j) = h.row(static_cast<Eigen::Index>(a));
+          keep_layer_rows(out[active[a]], layer, h, routing, static_cast<Eigen::Index>(a), j, 1);
       };
     forward_decode(ops, cache_ptrs, tokens.data(), positions.data(), lp, hook);
     for (std::size_t a = 0; a < active.size(); ++a) keep(active[a], j, lp, static_cast<Eigen::Index>(a));

@@ -15,6 +15,19 @@ namespace rlp {
 // The run-file schema version this form corresponds to (io/run_file.hpp writes and checks it).
 inline constexpr int kSchemaVersion = 1;
 
+// A MoE checkpoint's router choices at each response token (/recipes/<name>/routing,
+// docs/hdf5-schema.md): row i is the position whose output scores response token i, aligned with
+// `tokens`; M = the MoE layers in layer order, k = experts per token. Empty for dense models.
+struct RoutingResult {
+  int moe_layers = 0, k = 0;
+  std::vector<int32_t> moe_layer_index;                             // M: the decoder layer of each MoE layer
+  std::vector<int32_t> gen_experts, train_experts, oracle_experts;  // tokens x M x k, ids ascending
+  std::vector<double> margin_oracle;  // tokens x M: p_k - p_(k+1) of the oracle's router
+  // Per MoE layer (length M): flip_frac, gen_flip_oracle_frac, train_flip_oracle_frac.
+  std::map<std::string, std::vector<double>> layers;
+  bool empty() const { return moe_layers == 0; }
+};
+
 struct RecipeResult {
   std::string name;         // "bf16", "fp8-gen", ... or a source name for compare
   nlohmann::json settings;  // full recipe and both paths' knobs (stored as JSON attribute "settings")
@@ -27,6 +40,9 @@ struct RecipeResult {
   // Per response token, the log ratios against a real engine's logprobs (engine_side.hpp):
   // log_ratio_engine_{gen,train,oracle}; empty when the inputs carry none. /recipes/<name>/engine.
   std::map<std::string, std::vector<double>> engine;
+  // MoE checkpoints only: each path's router choices (the layers' statistics are written; the
+  // per-token expert ids are not read back by read_run_file).
+  RoutingResult routing;
   // Summary statistics, stored as attributes of /recipes/<name>.
   std::map<std::string, double> summary;
 };

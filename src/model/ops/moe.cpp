@@ -14,7 +14,7 @@ namespace rlp {
 
 using ops_detail::kRowGrain;
 
-void EmulatedOps::moe(const Mat& xn, int layer, Mat& out, bool decode_step) const {
+void EmulatedOps::moe(const Mat& xn, int layer, Mat& out, bool decode_step, MoeRouting* routing) const {
   const PreparedLayer& L = w_.layers[static_cast<std::size_t>(layer)];
   const int n = static_cast<int>(xn.rows()), E = spec_.num_experts, k = spec_.experts_per_tok,
             H = spec_.hidden;
@@ -29,6 +29,10 @@ void EmulatedOps::moe(const Mat& xn, int layer, Mat& out, bool decode_step) cons
   gemm(xn, L.router, logits, style_.router_logits_fp32, decode_step, m_select);
   std::vector<int> ids(static_cast<std::size_t>(n) * K);
   std::vector<float> weights(static_cast<std::size_t>(n) * K);
+  if (routing) {
+    routing->k = k;
+    routing->margin.assign(static_cast<std::size_t>(n), 0.0);
+  }
   parallel_for(static_cast<std::size_t>(n), kRowGrain, [&](std::size_t r0, std::size_t r1) {
     std::vector<float> probs(static_cast<std::size_t>(E));
     for (std::size_t r = r0; r < r1; ++r) {
@@ -36,10 +40,10 @@ void EmulatedOps::moe(const Mat& xn, int layer, Mat& out, bool decode_step) cons
           logits.row(static_cast<Eigen::Index>(r)).data(), E, [](float x) { return num::expf_model(x); },
           probs.data());
       moe_top_k(probs.data(), E, k, spec_.norm_topk_prob, ids.data() + r * K, weights.data() + r * K);
+      if (routing) routing->margin[r] = moe_margin(probs.data(), E, k, ids.data() + r * K);
     }
   });
-
-  if (routing_observer_) routing_observer_->observe(layer, ids);
+  if (routing) routing->ids.assign(ids.begin(), ids.end());
 
   // Each expert over the rows routed to it (ascending rows); contrib holds, per (row, slot), the
   // expert's down-projection output: fp32 accumulator values for the vllm combine (weighted in
