@@ -196,16 +196,10 @@ InspectResult inspect_checkpoint(const Checkpoint& ckpt, const InspectOptions& o
         for (const std::size_t i : shard.mine()) tensors[i] = inspect_tensor(ckpt, names[i], options);
       },
       0);
-  if (job.distributed()) {
-    Packer out;
-    for (const std::size_t i : shard.mine()) pack(out, tensors[i]);
-    const std::vector<std::string> parts = job.all_gather(out.bytes());
-    for (std::size_t from = 0; from < parts.size(); ++from) {
-      if (static_cast<int>(from) == shard.rank) continue;
-      Unpacker in(parts[from]);
-      for (const std::size_t i : shard.sequences[from]) tensors[i] = unpack_inspection(in);
-    }
-  }
+  share_items(
+      job, shard, [](std::size_t) { return true; },
+      [&](Packer& out, std::size_t i) { pack(out, tensors[i]); },
+      [&](Unpacker& in, std::size_t i) { tensors[i] = unpack_inspection(in); });
   for (TensorInspection& ti : tensors) {
     r.bytes_per_pass += static_cast<int64_t>(ckpt.tensor(ti.name).nbytes);
     r.tensors.push_back(std::move(ti));

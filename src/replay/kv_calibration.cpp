@@ -74,25 +74,19 @@ KvScales calibrate_kv_scales(const Checkpoint& ckpt, const std::vector<InputSequ
         });
       },
       0);
-  if (shard && job.distributed()) {
-    Packer out;
-    for (const std::size_t i : mine) {
-      out.put_vector(per_call[i].q);
-      out.put_vector(per_call[i].k);
-      out.put_vector(per_call[i].v);
-    }
-    const std::vector<std::string> parts = job.all_gather(out.bytes());
-    for (std::size_t r = 0; r < parts.size(); ++r) {
-      if (static_cast<int>(r) == shard->rank) continue;
-      Unpacker in(parts[r]);
-      for (const std::size_t i : shard->sequences[r]) {
-        if (i >= calls) continue;
-        per_call[i].q = in.get_vector<float>();
-        per_call[i].k = in.get_vector<float>();
-        per_call[i].v = in.get_vector<float>();
-      }
-    }
-  }
+  if (shard)
+    share_items(
+        job, *shard, [&](std::size_t i) { return i < calls; },
+        [&](Packer& out, std::size_t i) {
+          out.put_vector(per_call[i].q);
+          out.put_vector(per_call[i].k);
+          out.put_vector(per_call[i].v);
+        },
+        [&](Unpacker& in, std::size_t i) {
+          per_call[i].q = in.get_vector<float>();
+          per_call[i].k = in.get_vector<float>();
+          per_call[i].v = in.get_vector<float>();
+        });
   KvScales s;
   for (int l = 0; l < spec.layers; ++l) {
     const auto li = static_cast<std::size_t>(l);

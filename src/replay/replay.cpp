@@ -169,17 +169,15 @@ void sample_missing(const ModelSpec& spec, const PreparedWeights& w, const Recip
         });
       },
       0);
-  if (!job.distributed()) return;
-  Packer out;
-  for (const std::size_t i : mine) out.put_vector(inputs[i].response);
-  const std::vector<std::string> parts = job.all_gather(out.bytes());
-  std::vector<Unpacker> in;
-  for (const std::string& p : parts) in.emplace_back(p);
-  for (const std::size_t i : missing) {
-    if (shard.owns(i)) continue;
-    inputs[i].response = in[static_cast<std::size_t>(shard.owner[i])].get_vector<int32_t>();
-    inputs[i].has_response = true;
-  }
+  std::vector<char> was_missing(inputs.size(), 0);
+  for (const std::size_t i : missing) was_missing[i] = 1;
+  share_items(
+      job, shard, [&](std::size_t i) { return was_missing[i] != 0; },
+      [&](Packer& out, std::size_t i) { out.put_vector(inputs[i].response); },
+      [&](Unpacker& in, std::size_t i) {
+        inputs[i].response = in.get_vector<int32_t>();
+        inputs[i].has_response = true;
+      });
 }
 
 // A MoE run's router choices at every response token (RoutingResult's arrays): the two paths'
@@ -251,15 +249,10 @@ void gather_sequence_results(Job& job, const Sharding& shard, const std::vector<
     if (!routing.oracle.empty()) visit(routing.oracle.data() + b * per, n * per);
     if (!routing.margin.empty()) visit(routing.margin.data() + b * M, n * M);
   };
-  Packer out;
-  for (const std::size_t i : shard.mine()) each_slot(i, [&](const auto* p, std::size_t n) { out.put(p, n); });
-  const std::vector<std::string> parts = job.all_gather(out.bytes());
-  for (std::size_t r = 0; r < parts.size(); ++r) {
-    if (static_cast<int>(r) == shard.rank) continue;
-    Unpacker in(parts[r]);
-    for (const std::size_t i : shard.sequences[r])
-      each_slot(i, [&](auto* p, std::size_t n) { in.get(p, n); });
-  }
+  share_items(
+      job, shard, [](std::size_t) { return true; },
+      [&](Packer& out, std::size_t i) { each_slot(i, [&](const auto* p, std::size_t n) { out.put(p, n); }); },
+      [&](Unpacker& in, std::size_t i) { each_slot(i, [&](auto* p, std::size_t n) { in.get(p, n); }); });
 }
 
 }  // namespace
