@@ -414,7 +414,7 @@ bool CudaOps::attention_rows(int layer, const Mat& q, const Mat& k, const Mat& v
   return true;
 }
 
-void CudaOps::moe(const Mat&, int, Mat&, bool, MoeRouting*) const {
+void CudaOps::moe(const Mat&, int, Mat&, bool, MoeRouting*, const MoeReplay*) const {
   RLP_THROW("CudaOps::moe: MoE models are refused when the backend is built");
 }
 

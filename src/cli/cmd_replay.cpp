@@ -87,6 +87,7 @@ ReplayOptions replay_options(ReplayArgs& a) {
   opt.kv_scales_stale_dir = parse_kv_scales_source(a.kv_scales);
   opt.kv_scale_method = a.kv_scale_method == "vllm" ? KvScaleMethod::vllm : KvScaleMethod::nemo;
   opt.oracle = !a.no_oracle;
+  opt.routing_replay = parse_routing_replay(a.routing_replay);
   const auto& knobs = knob_table();
   for (std::size_t i = 0; i < knobs.size(); ++i) {
     if (!a.gen_knob_values[i].empty()) opt.recipe.gen_knobs.emplace_back(knobs[i].name, a.gen_knob_values[i]);
@@ -108,8 +109,10 @@ AttributionOptions attribution_options(const ReplayArgs& a) {
       attr.knobs = true;
     else if (what == "kv-scales")
       attr.kv_scales = true;
+    else if (what == "routing")
+      attr.routing = true;
     else
-      RLP_THROW_INPUT("--attribute: expected layers, knobs or kv-scales, got '{}'", what);
+      RLP_THROW_INPUT("--attribute: expected layers, knobs, kv-scales or routing, got '{}'", what);
   }
   return attr;
 }
@@ -217,6 +220,11 @@ void add_replay_options(CLI::App* sub, ReplayArgs& a, bool sweep) {
                   "nemo (p99.9 amax x 1.05 / 448) or vllm (amax/200, amax/100)")
       ->check(CLI::IsMember({"nemo", "vllm"}))
       ->capture_default_str();
+  sub->add_option("--routing-replay", a.routing_replay,
+                  "MoE checkpoints: off, ids (the training path takes the generation path's expert ids at "
+                  "every position, weighted by its own router) or ids+weights (its ids and routing weights)")
+      ->check(CLI::IsMember({"off", "ids", "ids+weights"}))
+      ->capture_default_str();
   add_stats_options(sub, a.opt.stats);
   sub->add_flag("--no-oracle", a.no_oracle, "skip the float64 oracle");
   if (!sweep) {
@@ -224,7 +232,7 @@ void add_replay_options(CLI::App* sub, ReplayArgs& a, bool sweep) {
         "--attribute", a.attribute,
         "comma-separated: layers (per-layer fp8 divergence + measured --bf16-first/last-layers "
         "recommendation), knobs (per-knob divergence), kv-scales (stale vs recalibrated; automatic with "
-        "--kv-scales stale:DIR)");
+        "--kv-scales stale:DIR), routing (MoE: every recipe with routing replay off, ids, ids+weights)");
     sub->add_option(
         "--attribute-recipe", a.attribute_recipe,
         "recipe that layers/knobs attribute (default: the first of --recipes with fp8 generation, "

@@ -13,7 +13,8 @@ namespace rlp::cli {
 struct ReplayArgs {
   std::string checkpoint, inputs, inputs_format = "auto", recipes = "bf16,fp8-gen,fp8-e2e",
                                   out = "rlparity-replay.h5";
-  std::string kv_scales = "recalibrated", kv_scale_method = "nemo", backend = "cpu", cuda_gemm = "cublaslt";
+  std::string kv_scales = "recalibrated", kv_scale_method = "nemo", backend = "cpu", cuda_gemm = "cublaslt",
+              routing_replay = "off";
   bool force = false, quiet = false, no_oracle = false, allow_nonfinite = false;
   bool progress = false;  // the progress bar even when stderr is not a terminal (mpirun's ranks)
   int threads = 0;

@@ -146,7 +146,8 @@ void OracleOps::silu_mul(const Mat& gate, const Mat& up, Mat& out) const {
   }
 }
 
-void OracleOps::moe(const Mat& xn, int layer, Mat& out, bool /*decode_step*/, MoeRouting* routing) const {
+void OracleOps::moe(const Mat& xn, int layer, Mat& out, bool /*decode_step*/, MoeRouting* routing,
+                    const MoeReplay* replay) const {
   const OracleLayer& L = w_.layers[static_cast<std::size_t>(layer)];
   const int n = static_cast<int>(xn.rows()), E = spec_.num_experts, k = spec_.experts_per_tok;
   Mat logits;
@@ -160,11 +161,15 @@ void OracleOps::moe(const Mat& xn, int layer, Mat& out, bool /*decode_step*/, Mo
   for (int r = 0; r < n; ++r) {
     moe_softmax(
         logits.row(r).data(), E, [](double x) { return std::exp(x); }, probs.data());
-    moe_top_k(probs.data(), E, k, spec_.norm_topk_prob, ids.data() + r * k, weights.data() + r * k);
+    moe_route_row(probs.data(), E, k, spec_.norm_topk_prob, replay, static_cast<std::size_t>(r),
+                  ids.data() + r * k, weights.data() + r * k);
     if (routing)
       routing->margin[static_cast<std::size_t>(r)] = moe_margin(probs.data(), E, k, ids.data() + r * k);
   }
-  if (routing) routing->ids.assign(ids.begin(), ids.end());
+  if (routing) {
+    routing->ids.assign(ids.begin(), ids.end());
+    routing->weights = weights;
+  }
   out = Mat::Zero(n, spec_.hidden);
   Mat g, u, a, d;
   for (int e = 0; e < E; ++e) {

@@ -18,6 +18,7 @@ constexpr const char* kKl = "mean_kl_gen_train";
 struct Divergence {
   double abs_log_ratio = 0.0;
   double kl = 0.0;
+  double router_flip_frac = 0.0;  // NaN on a dense model
 };
 
 double summary_value(const RecipeResult& r, const char* name) {
@@ -32,17 +33,19 @@ class DivergenceMeter {
                   const AttributionLog& log)
       : ckpt_(ckpt), inputs_(inputs), base_(base), log_(log) {}
 
+  // The recipe's divergence with its options, KV scales and routing replay as given here.
   Divergence measure(const std::string& recipe, const RecipeOptions& ro, const std::string& stale_dir,
-                     const std::string& what) {
+                     const std::string& what, RoutingReplayMode routing = RoutingReplayMode::off) {
     ReplayOptions opt = base_;
     opt.recipes = {recipe};
     opt.recipe = ro;
     opt.oracle = false;
     opt.kv_scales_stale_dir = stale_dir;
+    opt.routing_replay = routing;
     std::vector<InputSequence> in = inputs_;
     const RunData run = run_replay(ckpt_, in, make_replay_plan(ckpt_.spec(), opt));
     const RecipeResult& r = run.recipes.at(0);
-    const Divergence d{summary_value(r, kAbs), summary_value(r, kKl)};
+    const Divergence d{summary_value(r, kAbs), summary_value(r, kKl), summary_value(r, "router_flip_frac")};
     if (log_)
       log_(fmt::format("attribution: {}: mean |log ratio| {:.6g}, mean KL {:.6g}", what, d.abs_log_ratio,
                        d.kl));
@@ -237,6 +240,40 @@ void attribute_kv_scales(DivergenceMeter& meter, const ReplayPlan& plan, RunData
   run.attribution["kv_scales"] = std::move(t);
 }
 
+// Every recipe of the run replayed with routing replay off, ids and ids+weights: what replaying the
+// generation path's routing into the training path removes.
+void attribute_routing(DivergenceMeter& meter, const ReplayPlan& plan, RunData& run) {
+  const ReplayOptions& base = plan.options;
+  AttributionTable t;
+  for (const auto& rc : plan.recipes) {
+    double off_abs = 0.0, off_kl = 0.0;
+    for (auto mode : {RoutingReplayMode::off, RoutingReplayMode::ids, RoutingReplayMode::ids_weights}) {
+      const std::string name = routing_replay_name(mode);
+      const Divergence d = meter.measure(rc.name, base.recipe, base.kv_scales_stale_dir,
+                                         "routing: " + rc.name + " with routing replay " + name, mode);
+      if (mode == RoutingReplayMode::off) {
+        off_abs = d.abs_log_ratio;
+        off_kl = d.kl;
+      }
+      t.labels["recipe"].push_back(rc.name);
+      t.labels["routing_replay"].push_back(name);
+      t.values[kAbs].push_back(d.abs_log_ratio);
+      t.values[kKl].push_back(d.kl);
+      t.values["router_flip_frac"].push_back(d.router_flip_frac);
+      // Fractions of the recipe's divergence without replay that this replay removes (NaN when
+      // there is none to remove).
+      t.values["removed_abs_log_ratio_frac"].push_back(off_abs > 0 ? 1.0 - d.abs_log_ratio / off_abs
+                                                                   : std::nan(""));
+      t.values["removed_kl_frac"].push_back(off_kl > 0 ? 1.0 - d.kl / off_kl : std::nan(""));
+    }
+  }
+  t.info = {{"method",
+             "each recipe replayed without the oracle: routing replay off, ids (the training path takes "
+             "the generation path's expert ids at every position and weighs them with its own router's "
+             "probabilities), ids+weights (its ids and routing weights)"}};
+  run.attribution["routing"] = std::move(t);
+}
+
 }  // namespace
 
 void run_attribution(const Checkpoint& ckpt, const std::vector<InputSequence>& inputs, const ReplayPlan& plan,
@@ -248,6 +285,7 @@ void run_attribution(const Checkpoint& ckpt, const std::vector<InputSequence>& i
   if (plan.attribution.layers) attribute_layers(meter, plan, run);
   if (plan.attribution.knobs) attribute_knobs(meter, plan, run);
   if (plan.attribution.kv_scales) attribute_kv_scales(meter, plan, run);
+  if (plan.attribution.routing) attribute_routing(meter, plan, run);
 }
 
 void run_attribution(const Checkpoint& ckpt, const std::vector<InputSequence>& inputs,
@@ -321,6 +359,18 @@ std::string format_attribution(const RunData& run) {
                        num(t.values.at("mean_abs_log_ratio_stale")[i]),
                        num(t.values.at("mean_abs_log_ratio_added")[i]),
                        num(t.values.at("mean_kl_gen_train_added")[i]));
+  }
+  if (const auto it = run.attribution.find("routing"); it != run.attribution.end()) {
+    const auto& t = it->second;
+    s += "\nrouting replay: the training path takes the generation path's routing\n";
+    s += fmt::format("{:<12} {:<12} {:>12} {:>14} {:>10} {:>14} {:>10}\n", "recipe", "replay", "router flips",
+                     "mean|logratio|", "removed", "mean KL", "removed");
+    auto pct = [](double v) { return std::isnan(v) ? std::string("-") : fmt::format("{:.1f}%", 100.0 * v); };
+    for (std::size_t i = 0; i < t.labels.at("recipe").size(); ++i)
+      s += fmt::format("{:<12} {:<12} {:>12} {:>14} {:>10} {:>14} {:>10}\n", t.labels.at("recipe")[i],
+                       t.labels.at("routing_replay")[i], pct(t.values.at("router_flip_frac")[i]),
+                       num(t.values.at(kAbs)[i]), pct(t.values.at("removed_abs_log_ratio_frac")[i]),
+                       num(t.values.at(kKl)[i]), pct(t.values.at("removed_kl_frac")[i]));
   }
   return s;
 }

@@ -382,6 +382,7 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
   for (const auto& in : inputs) longest_r = std::max(longest_r, in.response.size());
   const std::size_t group_size = replay_group_size(spec, S, longest_r);
   const std::vector<std::size_t>& mine = shard.mine();
+  const bool replay_routing = opt.routing_replay != RoutingReplayMode::off;
   // This rank's sequences, in groups: group member gi is sequence seq[gi].
   auto replay_my_sequences = [&](const Job::Report& report) {
     for (std::size_t m0 = 0; m0 < mine.size(); m0 += group_size) {
@@ -420,7 +421,18 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
       for (std::size_t ri = 0; ri < NR; ++ri) {
         check_interrupted();
         const Recipe& rc = recipes[ri];
+        // Routing replay: the generation path records its routing at every position and the
+        // training path takes it (make_replay_plan checked the model and the training mode).
+        for (auto& s : group) {
+          s.record_routing = replay_routing;
+          s.routing_replay = {};
+        }
         const auto gen = gen_ops[ri]->run(rc.gen.mode, group, true);
+        if (replay_routing)
+          for (std::size_t gi = 0; gi < group.size(); ++gi) {
+            group[gi].record_routing = false;
+            group[gi].routing_replay = {&gen[gi].tape, opt.routing_replay == RoutingReplayMode::ids_weights};
+          }
         const auto train = train_ops[ri]->run(rc.train.mode, group, true);
         auto& m = tok[ri];
         parallel_for(seq.size(), 1, [&](std::size_t b, std::size_t e) {
@@ -496,6 +508,7 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
                   {"ppo_eps", {opt.stats.ppo_eps_low, opt.stats.ppo_eps_high}},
                   {"icepop_bounds", {opt.stats.icepop_low, opt.stats.icepop_high}},
                   {"kv_scales", recipes[ri].needs_kv_scales() ? kv_json : nlohmann::json(nullptr)}};
+    if (routing.any()) r.settings["routing_replay"] = routing_replay_name(opt.routing_replay);
     r.routing = routing.result(ri);
     compute_recipe_statistics(r, resp_off, opt.stats);
     if (!run.engine_logprobs.empty()) compute_engine_statistics(r, run.engine_logprobs, resp_off, opt.stats);

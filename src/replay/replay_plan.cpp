@@ -26,6 +26,11 @@ AttributionPlan plan_attribution(const ReplayPlan& plan, const AttributionOption
   p.layers = a.layers;
   p.knobs = a.knobs;
   p.kv_scales = a.kv_scales;
+  p.routing = a.routing;
+  if (p.routing && plan.spec.moe_layer_count() == 0)
+    RLP_THROW_INPUT(
+        "--attribute routing: the checkpoint has no MoE layers (routing replay acts on a "
+        "mixture-of-experts model's routers)");
   p.max_edge = a.max_edge;
   if (a.max_edge < 0) RLP_THROW_INPUT("attribution: max_edge {} must be >= 0", a.max_edge);
   if (p.kv_scales && o.kv_scales_stale_dir.empty())
@@ -74,6 +79,23 @@ ReplayPlan make_replay_plan(const ModelSpec& spec, const ReplayOptions& options,
       if (s->bf16_first_layers + s->bf16_last_layers > spec.layers)
         RLP_THROW_INPUT("--bf16-first-layers + --bf16-last-layers = {} exceeds the model's {} layers",
                         s->bf16_first_layers + s->bf16_last_layers, spec.layers);
+  if (options.routing_replay != RoutingReplayMode::off || attribution.routing) {
+    const std::string what = attribution.routing && options.routing_replay == RoutingReplayMode::off
+                                 ? std::string("--attribute routing")
+                                 : "--routing-replay " + routing_replay_name(options.routing_replay);
+    if (spec.moe_layer_count() == 0)
+      RLP_THROW_INPUT(
+          "{}: the checkpoint has no MoE layers (routing replay acts on a mixture-of-experts "
+          "model's routers)",
+          what);
+    for (const auto& r : plan.recipes)
+      if (r.train.mode != SequenceMode::teacher_forced)
+        RLP_THROW_INPUT(
+            "{}: recipe '{}' decodes on its training path; routing replay hands the training "
+            "path the generation path's routing in one teacher-forced pass (set its mode to "
+            "teacher-forced)",
+            what, r.name);
+  }
   plan.sampler = make_recipe(options.sample_recipe, plan.options.recipe);
   plan.sampler.gen.kv_cache = KvCacheDtype::bf16;
 
@@ -97,6 +119,21 @@ ReplayPlan make_replay_plan(const ModelSpec& spec, const ReplayOptions& options,
 
 std::string ReplayPlan::kv_scales_source() const {
   return options.kv_scales_stale_dir.empty() ? "recalibrated" : "stale:" + options.kv_scales_stale_dir;
+}
+
+std::string routing_replay_name(RoutingReplayMode mode) {
+  switch (mode) {
+    case RoutingReplayMode::off: return "off";
+    case RoutingReplayMode::ids: return "ids";
+    case RoutingReplayMode::ids_weights: return "ids+weights";
+  }
+  return "?";
+}
+
+RoutingReplayMode parse_routing_replay(const std::string& text) {
+  for (auto m : {RoutingReplayMode::off, RoutingReplayMode::ids, RoutingReplayMode::ids_weights})
+    if (text == routing_replay_name(m)) return m;
+  RLP_THROW_INPUT("--routing-replay: expected off, ids or ids+weights, got '{}'", text);
 }
 
 std::string parse_kv_scales_source(const std::string& text) {

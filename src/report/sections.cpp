@@ -232,6 +232,28 @@ const std::vector<AttributionSpec>& attribution_specs() {
              "first.",
              info_text(info, "stale_dir"), info_text(info, "method"));
        }},
+      {"routing",
+       "attribution-routing",
+       "Routing replay",
+       {{"recipe", "recipe"},
+        {"routing_replay", "routing replay"},
+        {"router_flip_frac", "router flip fraction"},
+        {kAbs, "mean |log ratio|"},
+        {"removed_abs_log_ratio_frac", "removed (|log ratio|)"},
+        {kKl, "mean KL(gen || train)"},
+        {"removed_kl_frac", "removed (KL)"}},
+       kAbs,
+       "Divergence with routing replay off, ids and ids+weights, largest first",
+       [](const TableSection& s, std::size_t r) {
+         return cell_text(s, r, "recipe") + " " + cell_text(s, r, "routing_replay");
+       },
+       {{kAbs, "mean |log ratio|"}},
+       [](const nlohmann::json& info) {
+         return fmt::format(
+             "MoE checkpoint, {}. removed = 1 - divergence / divergence without replay: the part of the "
+             "generation/training mismatch that replaying the generation path's routing would remove.",
+             info_text(info, "method"));
+       }},
   };
   return specs;
 }

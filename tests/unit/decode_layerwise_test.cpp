@@ -162,8 +162,9 @@ class RowCountingOps {
     ops_.attention(l, q, k, v, pos0, c, o);
   }
   void silu_mul(const Mat& g, const Mat& u, Mat& o) const { ops_.silu_mul(g, u, o); }
-  void moe(const Mat& xn, int l, Mat& o, bool decode_step = false, MoeRouting* routing = nullptr) const {
-    ops_.moe(xn, l, o, decode_step, routing);
+  void moe(const Mat& xn, int l, Mat& o, bool decode_step = false, MoeRouting* routing = nullptr,
+           const MoeReplay* replay = nullptr) const {
+    ops_.moe(xn, l, o, decode_step, routing, replay);
   }
   void logprobs(const Mat& xn, Mat& o, bool decode_step = false) const { ops_.logprobs(xn, o, decode_step); }
   mutable int max_decode_rows = 0;

@@ -81,10 +81,10 @@ class TimedOps {
   }
   void silu_mul(const Mat& g, const Mat& u, Mat& out) const { ops_.silu_mul(g, u, out); }
   // A MoE block is mostly its router's and experts' GEMMs: timed with the linears.
-  void moe(const Mat& xn, int l, Mat& out, bool decode_step = false,
-           rlp::MoeRouting* routing = nullptr) const {
+  void moe(const Mat& xn, int l, Mat& out, bool decode_step = false, rlp::MoeRouting* routing = nullptr,
+           const rlp::MoeReplay* replay = nullptr) const {
     const auto t0 = Clock::now();
-    ops_.moe(xn, l, out, decode_step, routing);
+    ops_.moe(xn, l, out, decode_step, routing, replay);
     linear_s += seconds_since(t0);
   }
   void logprobs(const Mat& xn, Mat& out, bool decode_step = false) const {

@@ -24,11 +24,12 @@ using LayerHook = std::function<void(int layer, const Mat& hidden, const MoeRout
 
 // The layer stack over `n` rows at the given positions. `attend(layer, q, k, v, out)` writes the
 // rows' keys/values to their caches and attends; it is the only part that knows which sequence a
-// row belongs to.
+// row belongs to. With `replay` (rows of one sequence), every MoE block takes the tape's routing at
+// the rows' positions in place of its router's top-k.
 template <ForwardOps Ops, class Attend>
 void forward_rows(const Ops& ops, const int32_t* tokens, int n, const int* positions, bool decode_step,
-                  const Attend& attend, typename Ops::Mat& logprobs,
-                  const LayerHook<typename Ops::Mat>& hook) {
+                  const Attend& attend, typename Ops::Mat& logprobs, const LayerHook<typename Ops::Mat>& hook,
+                  const ReplayedRouting& replay = {}) {
   using Mat = typename Ops::Mat;
   const ModelSpec& spec = ops.spec();
   Mat h, xn, q, k, v, attn, o, gate, up, act, down, observed;
@@ -50,7 +51,8 @@ void forward_rows(const Ops& ops, const int32_t* tokens, int n, const int* posit
     ops.add_norm(h, &o, l, NormSlot::post, xn);
     const bool moe = spec.is_moe_layer(l);
     if (moe) {
-      ops.moe(xn, l, down, decode_step, hook ? &routing : nullptr);
+      const MoeReplay replayed = replay ? replay.rows(l, n, positions) : MoeReplay{};
+      ops.moe(xn, l, down, decode_step, hook ? &routing : nullptr, replay ? &replayed : nullptr);
     } else {
       ops.linear(xn, l, Proj::gate, gate, decode_step);
       ops.linear(xn, l, Proj::up, up, decode_step);
@@ -67,17 +69,19 @@ void forward_rows(const Ops& ops, const int32_t* tokens, int n, const int* posit
   ops.logprobs(xn, logprobs, decode_step);
 }
 
-// Positions [pos0, pos0 + n) of one sequence whose earlier positions are in `cache`.
+// Positions [pos0, pos0 + n) of one sequence whose earlier positions are in `cache`; with `replay`,
+// its MoE blocks take that sequence's replayed routing.
 template <ForwardOps Ops>
 void forward(const Ops& ops, typename Ops::Cache& cache, const int32_t* tokens, int n, int pos0,
-             typename Ops::Mat& logprobs, const LayerHook<typename Ops::Mat>& hook = {}) {
+             typename Ops::Mat& logprobs, const LayerHook<typename Ops::Mat>& hook = {},
+             const ReplayedRouting& replay = {}) {
   using Mat = typename Ops::Mat;
   std::vector<int> positions(static_cast<std::size_t>(n));
   for (int i = 0; i < n; ++i) positions[static_cast<std::size_t>(i)] = pos0 + i;
   auto attend = [&](int l, const Mat& q, const Mat& k, const Mat& v, Mat& out) {
     ops.attention(l, q, k, v, pos0, cache, out);
   };
-  forward_rows(ops, tokens, n, positions.data(), false, attend, logprobs, hook);
+  forward_rows(ops, tokens, n, positions.data(), false, attend, logprobs, hook, replay);
   cache.length = pos0 + n;
 }
 

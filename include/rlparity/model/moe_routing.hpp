@@ -9,18 +9,66 @@
 // Ties between equal probabilities go to the lower expert index, as vLLM's topk_softmax kernel
 // breaks them (csrc/moe/topk_softmax_kernels.cu); torch.topk does not promise an order.
 #pragma once
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
 namespace rlp {
 
-// What one MoE block chose for the rows of a forward call (rows x k expert ids, in top-k slot
-// order) and how close each row's k-th choice came to a tie: margin = p_k - p_(k+1) of the router's
-// probabilities (softmax, before renormalisation; p_(E+1) = 0 when k = E).
+// What one MoE block chose for the rows of a forward call (rows x k expert ids in top-k slot order,
+// and the routing weights the combination used, before any act-dtype rounding) and how close each
+// row's choice came to a tie: margin = the smallest chosen probability less the largest one not
+// chosen (p_k - p_(k+1) for a top-k choice; negative when a replayed set is not this router's top
+// k; 0 when k = E), of the router's softmax before renormalisation.
 struct MoeRouting {
   int k = 0;
   std::vector<int32_t> ids;
+  std::vector<double> weights;
   std::vector<double> margin;
+};
+
+// Routing replay (R2/R3; slime --use-rollout-routing-replay, Megatron moe_enable_routing_replay):
+// the rows' expert ids as another path chose them (rows x k, slot order) and, for ids+weights, its
+// routing weights too. With ids only the router's own probabilities at those ids are used,
+// renormalised where the config says: Megatron's RouterReplay.get_replay_topk
+// (megatron/core/transformer/moe/router_replay.py) gathers `probs = scores.gather(1, top_indices)`
+// in place of torch.topk and the usual normalisation follows.
+struct MoeReplay {
+  std::vector<int32_t> ids;
+  std::vector<double> weights;  // empty: ids only
+};
+
+// One sequence's routing at every position a forward ran over (0 .. prompt+response-2), per
+// decoder layer (empty for dense layers): positions x k ids and weights. A generation path records
+// it; routing replay hands it to the training path.
+struct RoutingTape {
+  int k = 0;
+  std::vector<std::vector<int32_t>> ids;
+  std::vector<std::vector<double>> weights;
+};
+
+// A tape a path replays in place of its own routing, with its weights (ids+weights) or without.
+struct ReplayedRouting {
+  const RoutingTape* tape = nullptr;
+  bool weights = false;
+  explicit operator bool() const { return tape != nullptr; }
+  // The replay of layer `layer` for rows at `positions`.
+  MoeReplay rows(int layer, int n, const int* positions) const {
+    MoeReplay r;
+    const auto l = static_cast<std::size_t>(layer), k = static_cast<std::size_t>(tape->k);
+    r.ids.resize(static_cast<std::size_t>(n) * k);
+    if (weights) r.weights.resize(r.ids.size());
+    for (int i = 0; i < n; ++i) {
+      const auto src = static_cast<std::size_t>(positions[i]) * k, dst = static_cast<std::size_t>(i) * k;
+      std::copy_n(tape->ids[l].begin() + static_cast<std::ptrdiff_t>(src), k,
+                  r.ids.begin() + static_cast<std::ptrdiff_t>(dst));
+      if (weights)
+        std::copy_n(tape->weights[l].begin() + static_cast<std::ptrdiff_t>(src), k,
+                    r.weights.begin() + static_cast<std::ptrdiff_t>(dst));
+    }
+    return r;
+  }
 };
 
 // probs[e] = softmax(logits)[e] in T: max subtracted, exp(l - max) by `exp_fn`, summed in index
@@ -37,8 +85,16 @@ void moe_softmax(const T* logits, int experts, const Exp& exp_fn, T* probs) {
   for (int e = 0; e < experts; ++e) probs[e] = probs[e] / sum;
 }
 
+// weights[0..k) divided by their sum (summed in slot order): norm_topk_prob.
+template <class T>
+void moe_renormalize(int k, T* weights) {
+  T sum = 0;
+  for (int s = 0; s < k; ++s) sum += weights[s];
+  for (int s = 0; s < k; ++s) weights[s] = weights[s] / sum;
+}
+
 // The k largest probabilities in descending order (ties: lower index first) into ids/weights; with
-// renormalize, the weights divided by their sum (summed in slot order).
+// renormalize, the weights divided by their sum.
 template <class T>
 void moe_top_k(const T* probs, int experts, int k, bool renormalize, int* ids, T* weights) {
   std::vector<char> taken(static_cast<std::size_t>(experts), 0);
@@ -50,22 +106,39 @@ void moe_top_k(const T* probs, int experts, int k, bool renormalize, int* ids, T
     ids[s] = best;
     weights[s] = probs[best];
   }
-  if (!renormalize) return;
-  T sum = 0;
-  for (int s = 0; s < k; ++s) sum += weights[s];
-  for (int s = 0; s < k; ++s) weights[s] = weights[s] / sum;
+  if (renormalize) moe_renormalize(k, weights);
 }
 
-// p_k - p_(k+1): the k-th chosen probability less the largest one not chosen (0 when all are).
+// Row `row`'s routing: the router's top-k, or with a replay its replayed ids (MoeReplay) and either
+// its replayed weights or this router's probabilities at those ids, renormalised as top-k's are.
+template <class T>
+void moe_route_row(const T* probs, int experts, int k, bool renormalize, const MoeReplay* replay,
+                   std::size_t row, int* ids, T* weights) {
+  if (!replay) {
+    moe_top_k(probs, experts, k, renormalize, ids, weights);
+    return;
+  }
+  const std::size_t at = row * static_cast<std::size_t>(k);
+  for (int s = 0; s < k; ++s) {
+    ids[s] = replay->ids[at + static_cast<std::size_t>(s)];
+    weights[s] = replay->weights.empty() ? probs[ids[s]]
+                                         : static_cast<T>(replay->weights[at + static_cast<std::size_t>(s)]);
+  }
+  if (replay->weights.empty() && renormalize) moe_renormalize(k, weights);
+}
+
+// The smallest chosen probability less the largest one not chosen (0 when all are chosen): p_k -
+// p_(k+1) for a top-k choice.
 template <class T>
 double moe_margin(const T* probs, int experts, int k, const int* ids) {
-  T next = 0;
+  T next = 0, last = probs[ids[0]];
+  for (int s = 1; s < k; ++s) last = probs[ids[s]] < last ? probs[ids[s]] : last;
   for (int e = 0; e < experts; ++e) {
     bool taken = false;
     for (int s = 0; s < k; ++s) taken = taken || ids[s] == e;
     if (!taken && probs[e] > next) next = probs[e];
   }
-  return static_cast<double>(probs[ids[k - 1]]) - static_cast<double>(next);
+  return static_cast<double>(last) - static_cast<double>(next);
 }
 
 }  // namespace rlp

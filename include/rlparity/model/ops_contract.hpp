@@ -41,8 +41,9 @@ concept ForwardOps = requires(const Ops& ops, typename Ops::Mat& m, const typena
   ops.silu_mul(cm, cm, m);
   // A sparse MoE block (ModelSpec::is_moe_layer) on the normed rows: router, softmax top-k
   // routing (moe_routing.hpp), the chosen experts' MLPs and their weighted combination; with a
-  // MoeRouting, also what it chose per row.
-  ops.moe(cm, i, m, decode_step, static_cast<MoeRouting*>(nullptr));
+  // MoeRouting, also what it chose per row; with a MoeReplay, the replayed routing in place of the
+  // router's top-k.
+  ops.moe(cm, i, m, decode_step, static_cast<MoeRouting*>(nullptr), static_cast<const MoeReplay*>(nullptr));
   // Log-probabilities over the vocabulary from the final normed hidden states.
   ops.logprobs(cm, m, decode_step);
 };
@@ -63,6 +64,6 @@ concept ForwardOps = requires(const Ops& ops, typename Ops::Mat& m, const typena
   void attention(int layer, const Mat& q, const Mat& k, const Mat& v, int pos0, Cache& cache, Mat& out) \
       const;                                                                                            \
   void silu_mul(const Mat& gate, const Mat& up, Mat& out) const;                                        \
-  void moe(const Mat& xn, int layer, Mat& out, bool decode_step = false, MoeRouting* routing = nullptr) \
-      const;                                                                                            \
+  void moe(const Mat& xn, int layer, Mat& out, bool decode_step = false, MoeRouting* routing = nullptr, \
+           const MoeReplay* replay = nullptr) const;                                                    \
   void logprobs(const Mat& xn, Mat& out, bool decode_step = false) const;

@@ -13,6 +13,7 @@
 
 #include "rlparity/model/emulated_ops.hpp"
 #include "rlparity/model/forward.hpp"
+#include "rlparity/util/error.hpp"
 #include "rlparity/util/parallel.hpp"
 
 namespace rlp {
@@ -45,6 +46,8 @@ struct PathOutput {
   // [response_len x k] expert ids in top-k slot order, and [response_len] margins (moe_routing.hpp).
   std::vector<std::vector<int32_t>> experts;
   std::vector<std::vector<double>> margin;
+  // The routing at every forward position, when the sequence asked for it (SeqTokens::record_routing).
+  RoutingTape tape;
 };
 
 // Rows [src, src + n) of one forward call's layer output (and its MoE routing) kept as response rows
@@ -60,10 +63,27 @@ void keep_layer_rows(PathOutput<Mat>& o, int layer, const Mat& h, const MoeRouti
   std::copy_n(routing->margin.begin() + from, n, o.margin[l].begin() + dst);
 }
 
-// One sequence of a group: its tokens (prompt + response) and where the response starts.
+// Rows [src, src + n) of one forward call's MoE routing recorded at positions [pos0, pos0 + n) of
+// o.tape (nothing when the tape was not asked for or the layer is dense).
+template <class Mat>
+void record_tape_rows(PathOutput<Mat>& o, int layer, const MoeRouting* routing, Eigen::Index src, int pos0,
+                      int n) {
+  if (!routing || o.tape.k == 0) return;
+  const auto l = static_cast<std::size_t>(layer);
+  const auto k = static_cast<std::ptrdiff_t>(routing->k), from = static_cast<std::ptrdiff_t>(src) * k,
+             to = static_cast<std::ptrdiff_t>(pos0) * k;
+  std::copy_n(routing->ids.begin() + from, n * k, o.tape.ids[l].begin() + to);
+  std::copy_n(routing->weights.begin() + from, n * k, o.tape.weights[l].begin() + to);
+}
+
+// One sequence of a group: its tokens (prompt + response) and where the response starts. For a MoE
+// model: record_routing keeps the path's routing at every position (PathOutput::tape), and
+// routing_replay makes a teacher-forced path take another path's tape (routing replay).
 struct SeqTokens {
   std::vector<int32_t> tokens;
   int prompt_len = 0, response_len = 0;
+  bool record_routing = false;
+  ReplayedRouting routing_replay;
 };
 
 // Runs one path over a group of sequences. Response token j of a sequence is predicted by the
@@ -97,10 +117,27 @@ std::vector<PathOutput<typename Ops::Mat>> run_path_group(const Ops& ops, Sequen
     else
       out[i].logprobs(j, 0) = lp(row, seqs[i].tokens[static_cast<std::size_t>(seqs[i].prompt_len + j)]);
   };
+  bool any_tape = false;
   for (std::size_t i = 0; i < G; ++i) {
     out[i].logprobs.resize(seqs[i].response_len, full_rows ? spec.vocab : 1);
-    if (!want_hidden) continue;
     const auto R = static_cast<std::size_t>(seqs[i].response_len), L = static_cast<std::size_t>(spec.layers);
+    if (seqs[i].record_routing && spec.moe_layer_count() > 0) {
+      any_tape = true;
+      RoutingTape& tape = out[i].tape;
+      tape.k = spec.experts_per_tok;
+      tape.ids.resize(L);
+      tape.weights.resize(L);
+      const auto rows = static_cast<std::size_t>(seqs[i].prompt_len + seqs[i].response_len - 1) *
+                        static_cast<std::size_t>(tape.k);
+      for (std::size_t l = 0; l < L; ++l) {
+        if (!spec.is_moe_layer(static_cast<int>(l))) continue;
+        tape.ids[l].assign(rows, -1);
+        tape.weights[l].assign(rows, 0.0);
+      }
+    }
+    if (seqs[i].routing_replay && mode != SequenceMode::teacher_forced)
+      RLP_THROW("run_path_group: routing replay needs a teacher-forced path");
+    if (!want_hidden) continue;
     out[i].hidden.assign(L, Mat(seqs[i].response_len, spec.hidden));
     out[i].experts.resize(L);
     out[i].margin.resize(L);
@@ -117,11 +154,14 @@ std::vector<PathOutput<typename Ops::Mat>> run_path_group(const Ops& ops, Sequen
         auto cache = ops.new_cache(s.prompt_len + s.response_len);
         Mat lp;
         LayerHook<Mat> hook;
-        if (want_hidden)
+        if (want_hidden || s.record_routing)
           hook = [&](int layer, const Mat& h, const MoeRouting* routing) {
-            keep_layer_rows(out[i], layer, h, routing, h.rows() - s.response_len, 0, s.response_len);
+            if (want_hidden)
+              keep_layer_rows(out[i], layer, h, routing, h.rows() - s.response_len, 0, s.response_len);
+            record_tape_rows(out[i], layer, routing, 0, 0, static_cast<int>(h.rows()));
           };
-        forward(ops, cache, s.tokens.data(), s.prompt_len + s.response_len - 1, 0, lp, hook);
+        forward(ops, cache, s.tokens.data(), s.prompt_len + s.response_len - 1, 0, lp, hook,
+                s.routing_replay);
         for (int j = 0; j < s.response_len; ++j) keep(i, j, lp, s.prompt_len - 1 + j);
       }
     });
@@ -135,9 +175,14 @@ std::vector<PathOutput<typename Ops::Mat>> run_path_group(const Ops& ops, Sequen
     caches.push_back(ops.new_cache(s.prompt_len + s.response_len));
     Mat lp;
     LayerHook<Mat> hook;
-    if (want_hidden)
+    std::vector<int> chunk_pos(static_cast<std::size_t>(spec.layers),
+                               0);  // where each layer's next chunk starts
+    if (want_hidden || s.record_routing)
       hook = [&](int layer, const Mat& h, const MoeRouting* routing) {
-        keep_layer_rows(out[i], layer, h, routing, h.rows() - 1, 0, 1);
+        if (want_hidden) keep_layer_rows(out[i], layer, h, routing, h.rows() - 1, 0, 1);
+        int& p0 = chunk_pos[static_cast<std::size_t>(layer)];
+        record_tape_rows(out[i], layer, routing, 0, p0, static_cast<int>(h.rows()));
+        p0 += static_cast<int>(h.rows());
       };
     forward_prefill(ops, caches[i], s.tokens.data(), s.prompt_len, prefill_chunk, lp, hook);
     keep(i, 0, lp, lp.rows() - 1);
@@ -165,10 +210,13 @@ std::vector<PathOutput<typename Ops::Mat>> run_path_group(const Ops& ops, Sequen
         tokens.insert(tokens.end(), s.tokens.begin() + pos0, s.tokens.begin() + pos0 + n);
       }
       LayerHook<Mat> hook;
-      if (want_hidden)
+      if (want_hidden || any_tape)
         hook = [&](int layer, const Mat& h, const MoeRouting* routing) {
-          for (std::size_t a = 0, off = 0; a < runs.size(); off += static_cast<std::size_t>(runs[a].n), ++a)
-            keep_layer_rows(out[owner[a]], layer, h, routing, static_cast<Eigen::Index>(off), j0, runs[a].n);
+          for (std::size_t a = 0, off = 0; a < runs.size(); off += static_cast<std::size_t>(runs[a].n), ++a) {
+            const auto src = static_cast<Eigen::Index>(off);
+            if (want_hidden) keep_layer_rows(out[owner[a]], layer, h, routing, src, j0, runs[a].n);
+            record_tape_rows(out[owner[a]], layer, routing, src, runs[a].pos0, runs[a].n);
+          }
         };
       forward_decode_known(ops, runs, tokens.data(), lp, hook);
       for (std::size_t a = 0, off = 0; a < runs.size(); off += static_cast<std::size_t>(runs[a].n), ++a)
@@ -195,10 +243,13 @@ std::vector<PathOutput<typename Ops::Mat>> run_path_group(const Ops& ops, Sequen
       positions.push_back(pos);
     }
     LayerHook<Mat> hook;
-    if (want_hidden)
+    if (want_hidden || any_tape)
       hook = [&](int layer, const Mat& h, const MoeRouting* routing) {
-        for (std::size_t a = 0; a < active.size(); ++a)
-          keep_layer_rows(out[active[a]], layer, h, routing, static_cast<Eigen::Index>(a), j, 1);
+        for (std::size_t a = 0; a < active.size(); ++a) {
+          const auto src = static_cast<Eigen::Index>(a);
+          if (want_hidden) keep_layer_rows(out[active[a]], layer, h, routing, src, j, 1);
+          record_tape_rows(out[active[a]], layer, routing, src, positions[a], 1);
+        }
       };
     forward_decode(ops, cache_ptrs, tokens.data(), positions.data(), lp, hook);
     for (std::size_t a = 0; a < active.size(); ++a) keep(active[a], j, lp, static_cast<Eigen::Index>(a));

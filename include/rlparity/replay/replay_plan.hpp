@@ -19,6 +19,14 @@ namespace rlp {
 
 enum class KvScaleMethod { nemo, vllm };
 
+// Routing replay on a MoE checkpoint (--routing-replay): the training path takes the generation
+// path's expert ids at every position (ids, as R2/R3 and Megatron's router replay do), or its ids
+// and its routing weights (ids_weights, prime-rl's "ids+weights").
+enum class RoutingReplayMode { off, ids, ids_weights };
+// "off" | "ids" | "ids+weights", as the CLI and the run file spell them.
+std::string routing_replay_name(RoutingReplayMode mode);
+RoutingReplayMode parse_routing_replay(const std::string& text);  // InputError for another word
+
 // What the user asked a replay to do (the CLI's options, or a test's).
 struct ReplayOptions {
   std::vector<std::string> recipes{"bf16", "fp8-gen", "fp8-e2e"};
@@ -33,6 +41,7 @@ struct ReplayOptions {
   std::string kv_scales_stale_dir;  // empty: recalibrated
   StatsOptions stats;               // --is-cap, --ppo-eps, --icepop-bounds
   bool oracle = true;
+  RoutingReplayMode routing_replay = RoutingReplayMode::off;
   // Worker threads (0: all cores); unset: the process's setting (set_thread_count). Results do
   // not depend on it.
   std::optional<int> threads;
@@ -50,6 +59,7 @@ struct AttributionOptions {
   bool layers = false;
   bool knobs = false;
   bool kv_scales = false;  // needs ReplayOptions::kv_scales_stale_dir
+  bool routing = false;    // every recipe with routing replay off, ids and ids+weights (MoE checkpoints)
   // Recipe attributed by layers/knobs; empty: the first of ReplayOptions::recipes whose generation
   // side runs fp8 linears, else "fp8-gen".
   std::string recipe;
@@ -57,11 +67,11 @@ struct AttributionOptions {
 };
 
 struct AttributionPlan {
-  bool layers = false, knobs = false, kv_scales = false;
+  bool layers = false, knobs = false, kv_scales = false, routing = false;
   Recipe recipe;                        // attributed by layers/knobs
   std::vector<std::string> kv_recipes;  // replayed with recalibrated and stale scales
   int max_edge = 2;
-  bool any() const { return layers || knobs || kv_scales; }
+  bool any() const { return layers || knobs || kv_scales || routing; }
 };
 
 struct ReplayPlan {
@@ -89,8 +99,10 @@ struct ReplayPlan {
 // Resolves and checks the options for a model of shape `spec`. InputError for: no recipes, an
 // unknown or repeated recipe name, --is-cap <= 1 (or another band of validate_stats_options), more bf16 edge
 // layers than the model has, an unknown sample recipe, and attribution that cannot run (kv-scales without
-// stale scales, layers on a recipe without fp8 generation). With stale KV scales, KV-scale attribution of
-// every recipe with an fp8 KV cache is always planned: it measures what skipping recalibration adds.
+// stale scales, layers on a recipe without fp8 generation, routing replay or its attribution on a model
+// without MoE layers or with a recipe whose training path decodes). With stale KV scales, KV-scale
+// attribution of every recipe with an fp8 KV cache is always planned: it measures what skipping recalibration
+// adds.
 ReplayPlan make_replay_plan(const ModelSpec& spec, const ReplayOptions& options,
                             const AttributionOptions& attribution = {});
 

@@ -14,7 +14,8 @@ namespace rlp {
 
 using ops_detail::kRowGrain;
 
-void EmulatedOps::moe(const Mat& xn, int layer, Mat& out, bool decode_step, MoeRouting* routing) const {
+void EmulatedOps::moe(const Mat& xn, int layer, Mat& out, bool decode_step, MoeRouting* routing,
+                      const MoeReplay* replay) const {
   const PreparedLayer& L = w_.layers[static_cast<std::size_t>(layer)];
   const int n = static_cast<int>(xn.rows()), E = spec_.num_experts, k = spec_.experts_per_tok,
             H = spec_.hidden;
@@ -39,11 +40,15 @@ void EmulatedOps::moe(const Mat& xn, int layer, Mat& out, bool decode_step, MoeR
       moe_softmax(
           logits.row(static_cast<Eigen::Index>(r)).data(), E, [](float x) { return num::expf_model(x); },
           probs.data());
-      moe_top_k(probs.data(), E, k, spec_.norm_topk_prob, ids.data() + r * K, weights.data() + r * K);
+      moe_route_row(probs.data(), E, k, spec_.norm_topk_prob, replay, r, ids.data() + r * K,
+                    weights.data() + r * K);
       if (routing) routing->margin[r] = moe_margin(probs.data(), E, k, ids.data() + r * K);
     }
   });
-  if (routing) routing->ids.assign(ids.begin(), ids.end());
+  if (routing) {
+    routing->ids.assign(ids.begin(), ids.end());
+    routing->weights.assign(weights.begin(), weights.end());
+  }
 
   // Each expert over the rows routed to it (ascending rows); contrib holds, per (row, slot), the
   // expert's down-projection output: fp32 accumulator values for the vllm combine (weighted in
