@@ -16,8 +16,10 @@ int main(int argc, char** argv) {
   rlp::RandomCheckpointOptions o;
   std::string dtype = "f32", quantize = "none", quant_convention = "nemo-refit";
   bool quant_pow2 = false;
-  app.add_option("--arch", o.arch, "llama | llama3 | qwen2 | qwen3 | mistral | qwen3-moe")
-      ->check(CLI::IsMember({"llama", "llama3", "qwen2", "qwen3", "mistral", "qwen3-moe"}))
+  app.add_option("--arch", o.arch,
+                 "llama | llama3 | qwen2 | qwen3 | mistral | qwen3-moe | qwen2-moe | mixtral")
+      ->check(CLI::IsMember(
+          {"llama", "llama3", "qwen2", "qwen3", "mistral", "qwen3-moe", "qwen2-moe", "mixtral"}))
       ->capture_default_str();
   app.add_option("--hidden", o.hidden, "hidden size")->capture_default_str();
   app.add_option("--intermediate", o.intermediate, "MLP intermediate size")->capture_default_str();
@@ -50,15 +52,20 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--outlier-scale", o.outlier_scale, "factor for the outlier channel")->capture_default_str();
   app.add_option("--outlier-channel", o.outlier_channel, "the outlier input channel")->capture_default_str();
-  app.add_option("--experts", o.experts, "qwen3-moe: experts per layer")->capture_default_str();
-  app.add_option("--top-k", o.top_k, "qwen3-moe: experts routed per token")->capture_default_str();
-  app.add_option("--moe-intermediate", o.moe_intermediate, "qwen3-moe: each expert's intermediate size")
+  app.add_option("--experts", o.experts, "MoE archs: experts per layer")->capture_default_str();
+  app.add_option("--top-k", o.top_k, "MoE archs: experts routed per token")->capture_default_str();
+  app.add_option("--moe-intermediate", o.moe_intermediate,
+                 "qwen3-moe, qwen2-moe: each expert's intermediate size (mixtral: --intermediate)")
       ->capture_default_str();
-  app.add_flag("--norm-topk,!--no-norm-topk", o.norm_topk, "qwen3-moe: norm_topk_prob (default: on)");
-  app.add_option("--mlp-only-layers", o.mlp_only_layers, "qwen3-moe: layers that keep a dense MLP")
+  app.add_option("--shared-intermediate", o.shared_intermediate,
+                 "qwen2-moe: the shared expert's intermediate size")
+      ->capture_default_str();
+  app.add_flag("--norm-topk,!--no-norm-topk", o.norm_topk,
+               "qwen3-moe, qwen2-moe: norm_topk_prob (default: on; mixtral always renormalises)");
+  app.add_option("--mlp-only-layers", o.mlp_only_layers, "qwen3-moe, qwen2-moe: layers that keep a dense MLP")
       ->delimiter(',');
   app.add_flag("--router-near-tie", o.router_near_tie,
-               "qwen3-moe: router rows of experts 0 and 1 one bf16 ulp apart in every layer");
+               "MoE archs: router rows of experts 0 and 1 one bf16 ulp apart in every layer");
   CLI11_PARSE(app, argc, argv);
 
   o.dtype = dtype == "bf16" || dtype == "fp8" ? rlp::DType::bf16

@@ -172,6 +172,8 @@ int run(ReplayArgs& a) {
   }
   if (!a.quiet) {
     fmt::print("{}", format_summary_table(run.recipes));
+    if (const std::string routing = format_routing_table(run.recipes); !routing.empty())
+      fmt::print("\n{}", routing);
     if (const std::string engine = format_engine_table(run.recipes); !engine.empty())
       fmt::print("\n{}", engine);
     if (!run.attribution.empty()) fmt::print("{}", format_attribution(run));

@@ -61,6 +61,8 @@ int run_summary(const SummaryArgs& a) {
   if (run.extra.is_object() && run.extra.contains("kl_estimators") && run.extra["kl_estimators"].is_string())
     fmt::print("note:       KL: {}\n", run.extra["kl_estimators"].get<std::string>());
   fmt::print("\n{}", format_summary_table(run.recipes));
+  if (const std::string routing = format_routing_table(run.recipes); !routing.empty())
+    fmt::print("\n{}", routing);
   if (const std::string engine = format_engine_table(run.recipes); !engine.empty())
     fmt::print("\n{}", engine);
   return kExitOk;

@@ -160,6 +160,10 @@ std::vector<MetricInfo> build() {
     m.label = headline[i].second;
   }
   named(c, "num_tokens").label = "tokens";
+  named(c, "router_flip_frac").label = "flipped tokens";
+  named(c, "mean_router_flip_frac").label = "flips per layer";
+  named(c, "mean_abs_log_ratio_flipped").label = "mean|dlogp| flipped";
+  named(c, "mean_abs_log_ratio_unflipped").label = "mean|dlogp| unflipped";
   named(c, "mean_abs_log_ratio").engines.slime = "train/train_rollout_logprob_abs_diff";
   return c;
 }

@@ -34,10 +34,9 @@ std::string cell(const RecipeResult& r, const MetricInfo& m) {
   return "-";
 }
 
-}  // namespace
-
-std::string format_summary_table(const std::vector<RecipeResult>& recipes) {
-  const std::vector<const MetricInfo*> metrics = columns();
+// One row per recipe: its name, then `metrics` (catalogue labels and formats).
+std::string format_table(const std::vector<RecipeResult>& recipes,
+                         const std::vector<const MetricInfo*>& metrics) {
   const std::size_t kCols = metrics.size() + 1;
   std::vector<std::vector<std::string>> rows;
   std::vector<std::string> head = {"recipe"};
@@ -65,6 +64,29 @@ std::string format_summary_table(const std::vector<RecipeResult>& recipes) {
   out += '\n';
   for (std::size_t i = 1; i < rows.size(); ++i) emit(rows[i]);
   return out;
+}
+
+}  // namespace
+
+std::string format_summary_table(const std::vector<RecipeResult>& recipes) {
+  return format_table(recipes, columns());
+}
+
+std::string format_routing_table(const std::vector<RecipeResult>& recipes) {
+  // (The routing statistics are summary attributes: a run file read back has them too.)
+  if (std::none_of(recipes.begin(), recipes.end(),
+                   [](const RecipeResult& r) { return r.summary.count("router_flip_frac") > 0; }))
+    return {};
+  std::vector<const MetricInfo*> metrics;
+  for (const char* name : {"router_flip_frac", "mean_router_flip_frac", "mean_abs_log_ratio_flipped",
+                           "mean_abs_log_ratio_unflipped"})
+    if (const MetricInfo* m = find_metric(name)) metrics.push_back(m);
+  std::string replay = "off";
+  for (const auto& r : recipes)
+    if (r.settings.is_object() && r.settings.contains("routing_replay") &&
+        r.settings["routing_replay"].is_string())
+      replay = r.settings["routing_replay"].get<std::string>();
+  return fmt::format("router flips (MoE, routing replay {})\n", replay) + format_table(recipes, metrics);
 }
 
 std::string format_engine_table(const std::vector<RecipeResult>& recipes) {

@@ -267,8 +267,33 @@ struct Required {
   std::vector<int64_t> shape;
 };
 
+// The feed-forward linears of decoder layer `layer` (full names without ".weight", [out, in]): the
+// dense MLP, or a sparse layer's experts (Qwen3MoeSparseMoeBlock, Qwen2MoeSparseMoeBlock,
+// MixtralSparseMoeBlock) and Qwen2-MoE's shared expert. The linears an fp8 checkpoint may quantize
+// (with q/k/v/o); the router and the shared expert's gate are not among them.
+std::vector<Required> feed_forward_linears(const ModelSpec& s, int layer) {
+  const int64_t H = s.hidden;
+  std::vector<Required> r;
+  auto mlp = [&](auto&& name, int64_t I) {
+    r.push_back({name("gate_proj"), {I, H}});
+    r.push_back({name("up_proj"), {I, H}});
+    r.push_back({name("down_proj"), {H, I}});
+  };
+  if (!s.is_moe_layer(layer)) {
+    mlp([&](const char* p) { return layer_tensor_name(layer, std::string("mlp.") + p); }, s.intermediate);
+    return r;
+  }
+  for (int e = 0; e < s.num_experts; ++e)
+    mlp([&](const char* p) { return layer_tensor_name(layer, s.expert_tensor_suffix(e, p)); },
+        s.moe_intermediate);
+  if (s.shared_expert_intermediate > 0)
+    mlp([&](const char* p) { return layer_tensor_name(layer, ModelSpec::shared_expert_tensor_suffix(p)); },
+        s.shared_expert_intermediate);
+  return r;
+}
+
 std::vector<Required> required_tensors(const ModelSpec& s) {
-  const int64_t H = s.hidden, I = s.intermediate, V = s.vocab, hd = s.head_dim;
+  const int64_t H = s.hidden, V = s.vocab, hd = s.head_dim;
   const int64_t q = static_cast<int64_t>(s.heads) * hd, kv = static_cast<int64_t>(s.kv_heads) * hd;
   std::vector<Required> r;
   r.push_back({"model.embed_tokens.weight", {V, H}});
@@ -290,19 +315,14 @@ std::vector<Required> required_tensors(const ModelSpec& s) {
     r.push_back({L("self_attn.o_proj.weight"), {H, q}});
     r.push_back({L("post_attention_layernorm.weight"), {H}});
     if (s.is_moe_layer(i)) {
-      // Qwen3MoeSparseMoeBlock: the router mlp.gate [experts x hidden], then every expert's MLP.
-      const int64_t E = s.num_experts, Im = s.moe_intermediate;
-      r.push_back({L("mlp.gate.weight"), {E, H}});
-      for (int e = 0; e < s.num_experts; ++e) {
-        r.push_back({layer_tensor_name(i, expert_tensor_suffix(e, "gate_proj") + ".weight"), {Im, H}});
-        r.push_back({layer_tensor_name(i, expert_tensor_suffix(e, "up_proj") + ".weight"), {Im, H}});
-        r.push_back({layer_tensor_name(i, expert_tensor_suffix(e, "down_proj") + ".weight"), {H, Im}});
-      }
-      continue;
+      // The router [experts x hidden] (and Qwen2-MoE's shared-expert gate [1 x hidden]), then the
+      // experts' linears.
+      r.push_back({layer_tensor_name(i, s.router_tensor_suffix() + ".weight"), {s.num_experts, H}});
+      if (s.shared_expert_intermediate > 0)
+        r.push_back(
+            {layer_tensor_name(i, ModelSpec::shared_expert_gate_tensor_suffix() + ".weight"), {1, H}});
     }
-    r.push_back({L("mlp.gate_proj.weight"), {I, H}});
-    r.push_back({L("mlp.up_proj.weight"), {I, H}});
-    r.push_back({L("mlp.down_proj.weight"), {H, I}});
+    for (Required& f : feed_forward_linears(s, i)) r.push_back({f.name + ".weight", std::move(f.shape)});
   }
   r.push_back({"model.norm.weight", {H}});
   if (!s.tied_embeddings) r.push_back({"lm_head.weight", {V, H}});
@@ -341,10 +361,11 @@ namespace {
 void validate_fp8_tensors(const ModelSpec& spec, std::map<std::string, TensorView>& tensors,
                           const std::string& config_path, std::set<std::string>& required_names) {
   std::set<std::string> linears;
-  for (int l = 0; l < spec.layers; ++l)
-    for (const char* p : {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-                          "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"})
+  for (int l = 0; l < spec.layers; ++l) {
+    for (const char* p : {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj"})
       linears.insert(layer_tensor_name(l, p));
+    for (const Required& f : feed_forward_linears(spec, l)) linears.insert(f.name);
+  }
   for (auto& [name, v] : tensors) {
     if (v.dtype != DType::e4m3) continue;
     if (!spec.fp8.enabled)
@@ -360,8 +381,9 @@ void validate_fp8_tensors(const ModelSpec& spec, std::map<std::string, TensorVie
             : std::string();
     if (!linears.count(base))
       RLP_THROW_INPUT(
-          "{}: tensor '{}' is F8_E4M3, but only the decoder linears' weights (q/k/v/o/gate/up/down_proj) are "
-          "quantized in this layout; norms, embeddings and lm_head stay unquantized",
+          "{}: tensor '{}' is F8_E4M3, but only the decoder linears' weights (q/k/v/o/gate/up/down_proj, "
+          "experts included) are quantized in this layout; norms, embeddings, routers and lm_head stay "
+          "unquantized",
           v.file, name);
     if (spec.fp8.is_not_converted(base))
       RLP_THROW_INPUT(

@@ -92,7 +92,11 @@ ArchInfo arch_info(const std::string& a) {
   if (a == "qwen3") return {"Qwen3ForCausalLM", "qwen3"};
   if (a == "mistral") return {"MistralForCausalLM", "mistral"};
   if (a == "qwen3-moe") return {"Qwen3MoeForCausalLM", "qwen3_moe"};
-  RLP_THROW_INPUT("unknown --arch '{}' (expected llama, llama3, qwen2, qwen3, mistral or qwen3-moe)", a);
+  if (a == "qwen2-moe") return {"Qwen2MoeForCausalLM", "qwen2_moe"};
+  if (a == "mixtral") return {"MixtralForCausalLM", "mixtral"};
+  RLP_THROW_INPUT(
+      "unknown --arch '{}' (expected llama, llama3, qwen2, qwen3, mistral, qwen3-moe, qwen2-moe or mixtral)",
+      a);
 }
 
 int head_dim_of(const RandomCheckpointOptions& o) { return o.head_dim > 0 ? o.head_dim : o.hidden / o.heads; }
@@ -173,12 +177,21 @@ nlohmann::json random_checkpoint_config(const RandomCheckpointOptions& o) {
     c["attention_bias"] = false;
     c["mlp_bias"] = false;
     c["eos_token_id"] = {2, 3};
-  } else if (o.arch == "qwen2") {
+  } else if (o.arch == "qwen2" || o.arch == "qwen2-moe") {
     c["rms_norm_eps"] = 1e-6;
     c["rope_theta"] = 1000000.0;
     c["use_sliding_window"] = false;
     c["sliding_window"] = o.max_pos;
     c["max_window_layers"] = o.layers;
+    if (o.arch == "qwen2-moe") {  // as Qwen1.5-MoE-A2.7B's config.json spells it
+      c["num_experts"] = o.experts;
+      c["num_experts_per_tok"] = o.top_k;
+      c["moe_intermediate_size"] = o.moe_intermediate;
+      c["shared_expert_intermediate_size"] = o.shared_intermediate;
+      c["norm_topk_prob"] = o.norm_topk;
+      c["decoder_sparse_step"] = 1;
+      c["mlp_only_layers"] = o.mlp_only_layers;
+    }
   } else if (qwen3_like) {
     c["rms_norm_eps"] = 1e-6;
     c["rope_theta"] = 1000000.0;
@@ -193,10 +206,15 @@ nlohmann::json random_checkpoint_config(const RandomCheckpointOptions& o) {
       c["decoder_sparse_step"] = 1;
       c["mlp_only_layers"] = o.mlp_only_layers;
     }
-  } else {  // mistral
+  } else {  // mistral, mixtral
     c["rms_norm_eps"] = 1e-5;
     c["rope_theta"] = 1000000.0;
     c["sliding_window"] = nullptr;
+    if (o.arch == "mixtral") {  // as Mixtral-8x7B's config.json spells it
+      c["num_local_experts"] = o.experts;
+      c["num_experts_per_tok"] = o.top_k;
+      c["router_jitter_noise"] = 0.0;
+    }
   }
   return c;
 }
@@ -213,14 +231,21 @@ void write_random_checkpoint(const RandomCheckpointOptions& o) {
                     o.hidden, o.heads);
   if (o.heads % o.kv_heads != 0)
     RLP_THROW_INPUT("write_random_checkpoint: heads {} not a multiple of kv-heads {}", o.heads, o.kv_heads);
-  const bool moe = o.arch == "qwen3-moe";
-  if (moe && (o.experts <= 0 || o.top_k <= 0 || o.top_k > o.experts || o.moe_intermediate <= 0))
+  const bool moe = o.arch == "qwen3-moe" || o.arch == "qwen2-moe" || o.arch == "mixtral";
+  if (moe && (o.experts <= 0 || o.top_k <= 0 || o.top_k > o.experts || o.moe_intermediate <= 0 ||
+              o.shared_intermediate <= 0))
     RLP_THROW_INPUT(
-        "write_random_checkpoint: need 0 < top-k ({}) <= experts ({}) and moe-intermediate > 0 ({})", o.top_k,
-        o.experts, o.moe_intermediate);
+        "write_random_checkpoint: need 0 < top-k ({}) <= experts ({}), moe-intermediate > 0 ({}) and "
+        "shared-intermediate > 0 ({})",
+        o.top_k, o.experts, o.moe_intermediate, o.shared_intermediate);
   if (o.router_near_tie && (!moe || o.experts < 2))
     RLP_THROW_INPUT(
-        "write_random_checkpoint: --router-near-tie needs --arch qwen3-moe with at least 2 experts");
+        "write_random_checkpoint: --router-near-tie needs a MoE arch (qwen3-moe, qwen2-moe, mixtral) with at "
+        "least 2 experts");
+  if (o.arch == "mixtral" && !o.mlp_only_layers.empty())
+    RLP_THROW_INPUT("write_random_checkpoint: mixtral has no dense layers (mlp_only_layers is Qwen-MoE's)");
+  // Tensor names and the sparse layers as the reader will see them.
+  const ModelSpec spec = parse_model_spec(random_checkpoint_config(o), o.out + "/config.json");
   if (o.outlier_layer >= o.layers)
     RLP_THROW_INPUT("write_random_checkpoint: outlier layer {} >= layers {}", o.outlier_layer, o.layers);
   if (o.outlier_layer >= 0 && (o.outlier_channel < 0 || o.outlier_channel >= o.hidden))
@@ -246,9 +271,14 @@ void write_random_checkpoint(const RandomCheckpointOptions& o) {
         x = static_cast<float>(x * o.outlier_scale);
       }
     }
-    const std::string suffix = "_proj.weight";
-    if (o.fp8_block && name.rfind("model.layers.", 0) == 0 && name.size() > suffix.size() &&
-        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    // The decoder linears (q/k/v/o, MLP, experts: *_proj, Mixtral's w1/w2/w3), not routers or gates.
+    auto ends_with = [&](const std::string& suffix) {
+      return name.size() > suffix.size() &&
+             name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    };
+    if (o.fp8_block && name.rfind("model.layers.", 0) == 0 &&
+        (ends_with("_proj.weight") || ends_with(".w1.weight") || ends_with(".w2.weight") ||
+         ends_with(".w3.weight"))) {
       // The master as `dtype` holds it, then quantized.
       for (auto& x : v)
         x = o.dtype == DType::bf16   ? num::bf16_bits_to_float(num::float_to_bf16_bits(x))
@@ -269,20 +299,20 @@ void write_random_checkpoint(const RandomCheckpointOptions& o) {
     gen(L("self_attn.q_proj.weight"), {q, H}, 0.0, in_std, i, true);
     gen(L("self_attn.k_proj.weight"), {kv, H}, 0.0, in_std, i, true);
     gen(L("self_attn.v_proj.weight"), {kv, H}, 0.0, in_std, i, true);
-    if (o.arch == "qwen2") {
+    if (spec.qkv_bias) {
       gen(L("self_attn.q_proj.bias"), {q}, 0.0, 0.1);
       gen(L("self_attn.k_proj.bias"), {kv}, 0.0, 0.1);
       gen(L("self_attn.v_proj.bias"), {kv}, 0.0, 0.1);
     }
-    if (o.arch == "qwen3" || moe) {
+    if (spec.qk_norm) {
       gen(L("self_attn.q_norm.weight"), {hd}, 1.0, 0.1);
       gen(L("self_attn.k_norm.weight"), {hd}, 1.0, 0.1);
     }
     gen(L("self_attn.o_proj.weight"), {H, q}, 0.0, proj_out_scale / std::sqrt(static_cast<double>(q)));
     gen(L("post_attention_layernorm.weight"), {H}, 1.0, 0.1);
-    if (moe && std::find(o.mlp_only_layers.begin(), o.mlp_only_layers.end(), i) == o.mlp_only_layers.end()) {
-      const int64_t E = o.experts, Im = o.moe_intermediate;
-      gen(L("mlp.gate.weight"), {E, H}, 0.0, in_std);
+    if (spec.is_moe_layer(i)) {
+      const int64_t E = spec.num_experts, Im = spec.moe_intermediate;
+      gen(layer_tensor_name(i, spec.router_tensor_suffix() + ".weight"), {E, H}, 0.0, in_std);
       if (o.router_near_tie) {
         TensorData& t = tensors.back();
         std::vector<float> v(static_cast<std::size_t>(E * H));
@@ -295,13 +325,19 @@ void write_random_checkpoint(const RandomCheckpointOptions& o) {
         v[0] = std::fabs(v[0]);
         t = make_tensor(t.name, t.dtype, t.shape, v);
       }
-      for (int e = 0; e < o.experts; ++e) {
-        gen(layer_tensor_name(i, expert_tensor_suffix(e, "gate_proj") + ".weight"), {Im, H}, 0.0, in_std, i,
-            true);
-        gen(layer_tensor_name(i, expert_tensor_suffix(e, "up_proj") + ".weight"), {Im, H}, 0.0, in_std, i,
-            true);
-        gen(layer_tensor_name(i, expert_tensor_suffix(e, "down_proj") + ".weight"), {H, Im}, 0.0,
-            proj_out_scale / std::sqrt(static_cast<double>(Im)));
+      auto mlp = [&](auto&& name, int64_t I_) {
+        gen(layer_tensor_name(i, name("gate_proj") + ".weight"), {I_, H}, 0.0, in_std, i, true);
+        gen(layer_tensor_name(i, name("up_proj") + ".weight"), {I_, H}, 0.0, in_std, i, true);
+        gen(layer_tensor_name(i, name("down_proj") + ".weight"), {H, I_}, 0.0,
+            proj_out_scale / std::sqrt(static_cast<double>(I_)));
+      };
+      for (int e = 0; e < spec.num_experts; ++e)
+        mlp([&](const char* p) { return spec.expert_tensor_suffix(e, p); }, Im);
+      if (spec.shared_expert_intermediate > 0) {
+        mlp([](const char* p) { return ModelSpec::shared_expert_tensor_suffix(p); },
+            spec.shared_expert_intermediate);
+        gen(layer_tensor_name(i, ModelSpec::shared_expert_gate_tensor_suffix() + ".weight"), {1, H}, 0.0,
+            in_std);
       }
       continue;
     }

@@ -99,6 +99,8 @@ const char* expected_model_type(Arch a) {
     case Arch::qwen3: return "qwen3";
     case Arch::mistral: return "mistral";
     case Arch::qwen3_moe: return "qwen3_moe";
+    case Arch::qwen2_moe: return "qwen2_moe";
+    case Arch::mixtral: return "mixtral";
   }
   return "";
 }
@@ -209,11 +211,13 @@ Fp8CheckpointQuant parse_quantization_config(const json& q, const std::string& s
   return f;
 }
 
-// Qwen3-MoE's routing keys. The shapes (num_experts, num_experts_per_tok, moe_intermediate_size)
-// are required: every published config states them, and a default would silently change the
-// math. The rest take Qwen3MoeConfig's defaults (transformers
-// models/qwen3_moe/configuration_qwen3_moe.py: decoder_sparse_step: int = 1, norm_topk_prob: bool =
-// False, mlp_only_layers None -> [] in __post_init__).
+// Qwen3-MoE's and Qwen2-MoE's routing keys. The shapes (num_experts, num_experts_per_tok,
+// moe_intermediate_size, and Qwen2-MoE's shared_expert_intermediate_size) are required: every
+// published config states them, and a default would silently change the math. The rest take the
+// config classes' defaults (transformers models/qwen3_moe/configuration_qwen3_moe.py and
+// models/qwen2_moe/configuration_qwen2_moe.py: decoder_sparse_step 1, norm_topk_prob False,
+// mlp_only_layers None -> []; older Qwen2MoeConfig has no mlp_only_layers, and vLLM's qwen2_moe.py
+// reads a missing one as []).
 void parse_moe(const json& c, const std::string& src, ModelSpec& s) {
   // Newer Qwen3MoeConfig classes map num_experts to num_local_experts (attribute_map), so a config
   // they save may hold either name; both must then agree.
@@ -242,11 +246,37 @@ void parse_moe(const json& c, const std::string& src, ModelSpec& s) {
       s.mlp_only_layers.push_back(static_cast<int>(l));
     }
   }
-  if (present(c, "shared_expert_intermediate_size"))
+  if (s.arch == Arch::qwen2_moe) {
+    s.shared_expert_intermediate = get_positive_int(c, src, "shared_expert_intermediate_size");
+  } else if (present(c, "shared_expert_intermediate_size")) {
     RLP_THROW_INPUT(
-        "{}: key 'shared_expert_intermediate_size' is not part of Qwen3MoeForCausalLM (shared experts are "
-        "not supported)",
+        "{}: key 'shared_expert_intermediate_size' is not part of Qwen3MoeForCausalLM (Qwen3-MoE has no "
+        "shared expert; Qwen2MoeForCausalLM does)",
         src);
+  }
+}
+
+// Mixtral's routing (transformers models/mixtral/configuration_mixtral.py and modeling_mixtral.py
+// MixtralSparseMoeBlock): num_local_experts experts of intermediate_size in every layer, top
+// num_experts_per_tok, always renormalised (`routing_weights /= routing_weights.sum(...)`, no flag).
+// router_jitter_noise multiplies the router input by random noise in training-mode forwards: a
+// trainer that sets it runs a random router, which no replay can reproduce.
+void parse_mixtral(const json& c, const std::string& src, ModelSpec& s) {
+  s.num_experts = get_positive_int(c, src, "num_local_experts");
+  s.experts_per_tok = get_positive_int(c, src, "num_experts_per_tok");
+  if (s.experts_per_tok > s.num_experts)
+    RLP_THROW_INPUT("{}: key 'num_experts_per_tok' ({}) exceeds 'num_local_experts' ({})", src,
+                    s.experts_per_tok, s.num_experts);
+  s.moe_intermediate = s.intermediate;
+  s.norm_topk_prob = true;
+  if (present(c, "router_jitter_noise") && !c.at("router_jitter_noise").is_null()) {
+    const json& j = c.at("router_jitter_noise");
+    if (!j.is_number() || j.get<double>() != 0.0)
+      RLP_THROW_INPUT(
+          "{}: key 'router_jitter_noise' is {}: random router noise in training forwards is not modelled "
+          "(set it to 0)",
+          src, j.dump());
+  }
 }
 
 }  // namespace
@@ -268,8 +298,9 @@ bool Fp8CheckpointQuant::is_not_converted(const std::string& module) const {
 }
 
 bool ModelSpec::is_moe_layer(int layer) const {
-  // Qwen3MoeDecoderLayer.__init__ (transformers models/qwen3_moe/modeling_qwen3_moe.py): sparse when
-  // `layer_idx not in mlp_only_layers and num_experts > 0 and (layer_idx + 1) % decoder_sparse_step == 0`.
+  // Qwen3MoeDecoderLayer.__init__ (transformers models/qwen3_moe/modeling_qwen3_moe.py; the same in
+  // Qwen2MoeDecoderLayer): sparse when `layer_idx not in mlp_only_layers and num_experts > 0 and
+  // (layer_idx + 1) % decoder_sparse_step == 0`. Mixtral: step 1, no dense layers.
   if (num_experts <= 0) return false;
   for (int l : mlp_only_layers)
     if (l == layer) return false;
@@ -302,10 +333,15 @@ ModelSpec parse_model_spec(const nlohmann::json& c, const std::string& src) {
     s.arch = Arch::mistral;
   else if (s.arch_name == "Qwen3MoeForCausalLM")
     s.arch = Arch::qwen3_moe;
+  else if (s.arch_name == "Qwen2MoeForCausalLM")
+    s.arch = Arch::qwen2_moe;
+  else if (s.arch_name == "MixtralForCausalLM")
+    s.arch = Arch::mixtral;
   else
     RLP_THROW_INPUT(
         "{}: key 'architectures': '{}' is not supported (supported: LlamaForCausalLM, "
-        "Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, Qwen3MoeForCausalLM)",
+        "Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, Qwen3MoeForCausalLM, "
+        "Qwen2MoeForCausalLM, MixtralForCausalLM)",
         src, s.arch_name);
   if (present(c, "model_type")) {
     const json& mt = c.at("model_type");
@@ -362,15 +398,19 @@ ModelSpec parse_model_spec(const nlohmann::json& c, const std::string& src) {
         "(only Qwen2's built-in q/k/v biases are)",
         src, s.arch_name);
   }
-  s.qkv_bias = s.arch == Arch::qwen2;
+  // Qwen2-MoE's q/k/v biases: built in (older Qwen2MoeAttention) or `qkv_bias`, default True
+  // (newer Qwen2MoeConfig).
+  s.qkv_bias = s.arch == Arch::qwen2 || (s.arch == Arch::qwen2_moe && get_bool(c, src, "qkv_bias", true));
   s.qk_norm = s.arch == Arch::qwen3 || s.arch == Arch::qwen3_moe;
-  if (s.arch == Arch::qwen3_moe) parse_moe(c, src, s);
+  if (s.arch == Arch::qwen3_moe || s.arch == Arch::qwen2_moe) parse_moe(c, src, s);
+  if (s.arch == Arch::mixtral) parse_mixtral(c, src, s);
 
   // Sliding-window attention.
-  if (s.arch == Arch::qwen2 || s.arch == Arch::qwen3 || s.arch == Arch::qwen3_moe) {
+  if (s.arch == Arch::qwen2 || s.arch == Arch::qwen3 || s.arch == Arch::qwen3_moe ||
+      s.arch == Arch::qwen2_moe) {
     if (get_bool(c, src, "use_sliding_window", false))
       RLP_THROW_INPUT("{}: key 'use_sliding_window' is true: sliding-window attention is not supported", src);
-  } else if (s.arch == Arch::mistral) {
+  } else if (s.arch == Arch::mistral || s.arch == Arch::mixtral) {
     if (present(c, "sliding_window"))
       RLP_THROW_INPUT(
           "{}: key 'sliding_window' is {}: sliding-window attention is not supported "
@@ -426,12 +466,27 @@ nlohmann::json ModelSpec::to_json() const {
                 {"norm_topk_prob", norm_topk_prob},
                 {"decoder_sparse_step", decoder_sparse_step},
                 {"mlp_only_layers", mlp_only_layers}};
+  if (shared_expert_intermediate > 0) j["moe"]["shared_expert_intermediate"] = shared_expert_intermediate;
   return j;
 }
 
-std::string expert_tensor_suffix(int expert, const char* proj) {
-  return fmt::format("mlp.experts.{}.{}", expert, proj);
+std::string ModelSpec::router_tensor_suffix() const {
+  return arch == Arch::mixtral ? "block_sparse_moe.gate" : "mlp.gate";
 }
+
+std::string ModelSpec::expert_tensor_suffix(int expert, const char* proj) const {
+  if (arch != Arch::mixtral) return fmt::format("mlp.experts.{}.{}", expert, proj);
+  // MixtralBlockSparseTop2MLP: w2(act_fn(w1(x)) * w3(x)): w1 the gate, w3 the up, w2 the down projection.
+  const std::string p = proj;
+  const char* w = p == "gate_proj" ? "w1" : p == "up_proj" ? "w3" : "w2";
+  return fmt::format("block_sparse_moe.experts.{}.{}", expert, w);
+}
+
+std::string ModelSpec::shared_expert_tensor_suffix(const char* proj) {
+  return std::string("mlp.shared_expert.") + proj;
+}
+
+std::string ModelSpec::shared_expert_gate_tensor_suffix() { return "mlp.shared_expert_gate"; }
 
 std::string layer_tensor_name(int layer, const std::string& suffix) {
   return "model.layers." + std::to_string(layer) + "." + suffix;

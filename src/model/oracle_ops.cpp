@@ -187,6 +187,15 @@ void OracleOps::moe(const Mat& xn, int layer, Mat& out, bool /*decode_step*/, Mo
       out.row(slot[j] / k) +=
           weights[static_cast<std::size_t>(slot[j])] * d.row(static_cast<Eigen::Index>(j));
   }
+  if (spec_.shared_expert_intermediate == 0) return;
+  // Qwen2-MoE's shared expert, sigmoid-gated (EmulatedOps::add_shared_expert).
+  Mat gate_logit;
+  linear(xn, layer, Proj::gate, g);
+  linear(xn, layer, Proj::up, u);
+  silu_mul(g, u, a);
+  linear(a, layer, Proj::down, d);
+  affine(xn, L.shared_gate, gate_logit);
+  for (int r = 0; r < n; ++r) out.row(r) += 1.0 / (1.0 + std::exp(-gate_logit(r, 0))) * d.row(r);
 }
 
 void OracleOps::logprobs(const Mat& xn, Mat& out, bool /*decode_step*/) const {

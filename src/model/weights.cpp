@@ -110,17 +110,26 @@ Weights walk_checkpoint(const Checkpoint& ckpt, const Vec& vec, const Linear& li
   for (int l = 0; l < spec.layers; ++l) {
     auto& layer = w.layers[static_cast<std::size_t>(l)];
     const bool moe = spec.is_moe_layer(l);
+    const bool shared = moe && spec.shared_expert_intermediate > 0;
     for (int p = 0; p < kNumProj; ++p) {
       const Proj proj = static_cast<Proj>(p);
-      if (moe && (proj == Proj::gate || proj == Proj::up || proj == Proj::down)) continue;
+      const bool mlp = proj == Proj::gate || proj == Proj::up || proj == Proj::down;
+      if (moe && mlp && !shared) continue;
       const bool bias = spec.qkv_bias && (proj == Proj::q || proj == Proj::k || proj == Proj::v);
-      layer.proj[p] = linear(layer_tensor_name(l, proj_tensor_suffix(proj)), l, bias);
+      const std::string suffix = proj_tensor_suffix(proj);  // "mlp.gate_proj", ...
+      layer.proj[p] =
+          linear(layer_tensor_name(
+                     l, moe && mlp ? ModelSpec::shared_expert_tensor_suffix(suffix.c_str() + 4) : suffix),
+                 l, bias);
     }
     if (moe) {
-      layer.router = linear(layer_tensor_name(l, "mlp.gate"), -1, false);  // never fp8
+      layer.router = linear(layer_tensor_name(l, spec.router_tensor_suffix()), -1, false);  // never fp8
+      if (shared)
+        layer.shared_gate =
+            linear(layer_tensor_name(l, ModelSpec::shared_expert_gate_tensor_suffix()), -1, false);
       for (int e = 0; e < spec.num_experts; ++e)
         for (const char* p : {"gate_proj", "up_proj", "down_proj"})
-          layer.experts.push_back(linear(layer_tensor_name(l, expert_tensor_suffix(e, p)), l, false));
+          layer.experts.push_back(linear(layer_tensor_name(l, spec.expert_tensor_suffix(e, p)), l, false));
     }
     layer.input_norm = vec(layer_tensor_name(l, "input_layernorm.weight"));
     layer.post_norm = vec(layer_tensor_name(l, "post_attention_layernorm.weight"));

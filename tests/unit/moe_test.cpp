@@ -1,11 +1,13 @@
-// Mixture of experts (issue 16, Qwen3-MoE): the routing rule against hand-worked values, the config
-// and checkpoint validation, the float64 MoE block against a naive re-implementation here, the
-// combine rules where they must agree, a generated near-tie that a known precision change flips,
-// and bit-identical results across thread counts.
+// Mixture of experts (issue 16: Qwen3-MoE, Qwen2-MoE, Mixtral): the routing rule against hand-worked
+// values, the config and checkpoint validation, the float64 MoE block of each architecture against
+// a naive re-implementation here that reads the tensors by their Hugging Face names, the combine
+// rules where they must agree, fp8 block-scaled MoE checkpoints, a generated near-tie that a known
+// precision change flips, and bit-identical results across thread counts.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <numeric>
 #include <random>
@@ -20,6 +22,7 @@
 #include "rlparity/model/oracle_ops.hpp"
 #include "rlparity/model/weights.hpp"
 #include "rlparity/numerics/formats.hpp"
+#include "rlparity/replay/recipe.hpp"
 #include "rlparity/replay/replay.hpp"
 #include "rlparity/util/parallel.hpp"
 #include "unit/scratch_test_util.hpp"
@@ -106,6 +109,65 @@ TEST_F(MoeCheckpoint, ConfigRulesAndErrors) {
   c = moe_config();
   c["mlp_only_layers"] = {7};
   EXPECT_NE(input_error([&] { parse_model_spec(c, "cfg.json"); }).find("mlp_only_layers[0]"),
+            std::string::npos);
+}
+
+TEST_F(MoeCheckpoint, Qwen2MoeAndMixtralConfigs) {
+  RandomCheckpointOptions o;
+  o.arch = "qwen2-moe";
+  o.layers = 2;
+  o.mlp_only_layers = {0};
+  nlohmann::json c = random_checkpoint_config(o);
+  ModelSpec s = parse_model_spec(c, "cfg.json");
+  EXPECT_EQ(s.arch, Arch::qwen2_moe);
+  EXPECT_TRUE(s.qkv_bias);
+  EXPECT_FALSE(s.qk_norm);
+  EXPECT_EQ(s.shared_expert_intermediate, 96);
+  EXPECT_FALSE(s.is_moe_layer(0));
+  EXPECT_TRUE(s.is_moe_layer(1));
+  EXPECT_EQ(s.router_tensor_suffix(), "mlp.gate");
+  EXPECT_EQ(s.expert_tensor_suffix(3, "down_proj"), "mlp.experts.3.down_proj");
+  c["qkv_bias"] = false;  // newer Qwen2MoeConfig's key
+  EXPECT_FALSE(parse_model_spec(c, "cfg.json").qkv_bias);
+  c.erase("shared_expert_intermediate_size");
+  EXPECT_NE(input_error([&] {
+              parse_model_spec(c, "cfg.json");
+            }).find("'shared_expert_intermediate_size' is missing"),
+            std::string::npos);
+  // Qwen3-MoE has no shared expert: the key is refused there.
+  c = moe_config();
+  c["shared_expert_intermediate_size"] = 64;
+  EXPECT_NE(input_error([&] { parse_model_spec(c, "cfg.json"); }).find("Qwen3-MoE has no shared expert"),
+            std::string::npos);
+
+  o = RandomCheckpointOptions{};
+  o.arch = "mixtral";
+  o.experts = 4;
+  c = random_checkpoint_config(o);
+  s = parse_model_spec(c, "cfg.json");
+  EXPECT_EQ(s.arch, Arch::mixtral);
+  EXPECT_EQ(s.num_experts, 4);
+  EXPECT_EQ(s.moe_intermediate, s.intermediate);  // Mixtral's experts are intermediate_size wide
+  EXPECT_TRUE(s.norm_topk_prob);                  // always renormalised
+  EXPECT_EQ(s.moe_layer_count(), s.layers);
+  EXPECT_EQ(s.router_tensor_suffix(), "block_sparse_moe.gate");
+  EXPECT_EQ(s.expert_tensor_suffix(2, "gate_proj"), "block_sparse_moe.experts.2.w1");
+  EXPECT_EQ(s.expert_tensor_suffix(2, "up_proj"), "block_sparse_moe.experts.2.w3");
+  EXPECT_EQ(s.expert_tensor_suffix(2, "down_proj"), "block_sparse_moe.experts.2.w2");
+  c["router_jitter_noise"] = 0.01;
+  EXPECT_NE(input_error([&] { parse_model_spec(c, "cfg.json"); }).find("'router_jitter_noise' is 0.01"),
+            std::string::npos);
+  c["router_jitter_noise"] = 0.0;
+  c["num_experts_per_tok"] = 5;
+  EXPECT_NE(input_error([&] { parse_model_spec(c, "cfg.json"); }).find("exceeds 'num_local_experts' (4)"),
+            std::string::npos);
+  c["num_experts_per_tok"] = 2;
+  c["sliding_window"] = 4096;
+  EXPECT_NE(input_error([&] { parse_model_spec(c, "cfg.json"); }).find("sliding-window attention"),
+            std::string::npos);
+  c.erase("sliding_window");
+  c.erase("num_local_experts");
+  EXPECT_NE(input_error([&] { parse_model_spec(c, "cfg.json"); }).find("'num_local_experts' is missing"),
             std::string::npos);
 }
 
@@ -213,24 +275,57 @@ std::vector<double> matvec(const std::vector<double>& w, const std::vector<doubl
   return y;
 }
 
+// down(silu(gate x) * up x) of the MLP whose projections are named gate/up/down (+ ".weight").
+std::vector<double> swiglu(const Checkpoint& ck, const std::string& gate, const std::string& up,
+                           const std::string& down, const std::vector<double>& x, int inter, int hidden) {
+  const auto g = matvec(tensor_f64(ck, gate + ".weight"), x, inter);
+  const auto u = matvec(tensor_f64(ck, up + ".weight"), x, inter);
+  std::vector<double> a(g.size());
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
+  return matvec(tensor_f64(ck, down + ".weight"), a, hidden);
+}
+
 struct MoeFixture : rlp_test::ScratchDirTest {
-  Checkpoint open(int experts, int top_k, bool near_tie = false, bool norm = true) {
+  Checkpoint open(int experts, int top_k, bool near_tie = false, bool norm = true,
+                  const std::string& arch = "qwen3-moe") {
     RandomCheckpointOptions o;
-    o.arch = "qwen3-moe";
+    o.arch = arch;
     o.layers = 1;
     o.experts = experts;
     o.top_k = top_k;
     o.norm_topk = norm;
     o.router_near_tie = near_tie;
-    o.out = (dir_ / "ck").string();
+    o.out = (dir_ / ("ck-" + arch)).string();
     write_random_checkpoint(o);
     return Checkpoint::open(o.out);
   }
+  static void paths_track_the_oracle(const Checkpoint& ck);
+};
+
+// The naive block: router softmax, top-k by a stable sort, renormalisation where the architecture
+// says (Mixtral always), each chosen expert's SiLU MLP, and Qwen2-MoE's shared expert times
+// sigmoid(shared_expert_gate . x); tensors read by their Hugging Face names.
+struct MoeNames {
+  const char* arch;
+  bool norm;
+  const char* router;            // within "model.layers.0."
+  const char *gate, *up, *down;  // expert projection names within "<experts>.{e}."
+  const char* experts;
+  bool shared;
 };
 
 TEST_F(MoeFixture, OracleBlockMatchesNaiveReference) {
-  for (const bool norm : {true, false}) {
-    const Checkpoint ck = open(6, 2, false, norm);
+  const MoeNames cases[] = {
+      {"qwen3-moe", true, "mlp.gate", "gate_proj", "up_proj", "down_proj", "mlp.experts", false},
+      {"qwen3-moe", false, "mlp.gate", "gate_proj", "up_proj", "down_proj", "mlp.experts", false},
+      {"qwen2-moe", false, "mlp.gate", "gate_proj", "up_proj", "down_proj", "mlp.experts", true},
+      {"qwen2-moe", true, "mlp.gate", "gate_proj", "up_proj", "down_proj", "mlp.experts", true},
+      // Mixtral renormalises whatever norm_topk says (the option is not written to its config).
+      {"mixtral", false, "block_sparse_moe.gate", "w1", "w3", "w2", "block_sparse_moe.experts", false},
+  };
+  for (const MoeNames& cs : cases) {
+    const bool norm = cs.norm || std::string(cs.arch) == "mixtral";
+    const Checkpoint ck = open(6, 2, false, cs.norm, cs.arch);
     const ModelSpec& spec = ck.spec();
     const OracleWeights ow = prepare_oracle_weights(ck);
     const OracleOps oracle(spec, ow);
@@ -239,8 +334,8 @@ TEST_F(MoeFixture, OracleBlockMatchesNaiveReference) {
     MoeRouting routing;
     oracle.moe(xd, 0, out, false, &routing);
     ASSERT_EQ(routing.k, 2);
-    const std::string L = "model.layers.0.mlp.";
-    const auto router = tensor_f64(ck, L + "gate.weight");
+    const std::string L = "model.layers.0.";
+    const auto router = tensor_f64(ck, L + cs.router + ".weight");
     for (int r = 0; r < 9; ++r) {
       std::vector<double> xr(xd.row(r).data(), xd.row(r).data() + spec.hidden);
       const auto logits = matvec(router, xr, 6);
@@ -267,24 +362,33 @@ TEST_F(MoeFixture, OracleBlockMatchesNaiveReference) {
       std::vector<double> ref(static_cast<std::size_t>(spec.hidden), 0.0);
       for (int s = 0; s < 2; ++s) {
         const int e = order[static_cast<std::size_t>(s)];
-        const std::string E = L + "experts." + std::to_string(e) + ".";
-        const auto g = matvec(tensor_f64(ck, E + "gate_proj.weight"), xr, spec.moe_intermediate);
-        const auto u = matvec(tensor_f64(ck, E + "up_proj.weight"), xr, spec.moe_intermediate);
-        std::vector<double> a(g.size());
-        for (std::size_t i = 0; i < a.size(); ++i) a[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
-        const auto d = matvec(tensor_f64(ck, E + "down_proj.weight"), a, spec.hidden);
+        const std::string E = L + cs.experts + "." + std::to_string(e) + ".";
+        const auto d =
+            swiglu(ck, E + cs.gate, E + cs.up, E + cs.down, xr, spec.moe_intermediate, spec.hidden);
         for (std::size_t i = 0; i < ref.size(); ++i) ref[i] += p[static_cast<std::size_t>(e)] / wsum * d[i];
+      }
+      if (cs.shared) {
+        const std::string S = L + "mlp.shared_expert.";
+        const auto d = swiglu(ck, S + "gate_proj", S + "up_proj", S + "down_proj", xr, 96, spec.hidden);
+        const double gl = matvec(tensor_f64(ck, L + "mlp.shared_expert_gate.weight"), xr, 1)[0];
+        for (std::size_t i = 0; i < ref.size(); ++i) ref[i] += d[i] / (1.0 + std::exp(-gl));
       }
       for (int i = 0; i < spec.hidden; ++i)
         EXPECT_NEAR(out(r, i), ref[static_cast<std::size_t>(i)],
                     1e-12 * (1.0 + std::fabs(ref[static_cast<std::size_t>(i)])))
-            << "row " << r << " col " << i << " norm " << norm;
+            << cs.arch << " row " << r << " col " << i << " norm " << norm;
     }
   }
 }
 
 TEST_F(MoeFixture, PathsTrackTheOracleAndCombinesAgreeAtTopOne) {
-  const Checkpoint ck = open(4, 1);
+  for (const char* arch : {"qwen3-moe", "qwen2-moe", "mixtral"}) {
+    SCOPED_TRACE(arch);
+    paths_track_the_oracle(open(4, 1, false, true, arch));
+  }
+}
+
+void MoeFixture::paths_track_the_oracle(const Checkpoint& ck) {
   const ModelSpec& spec = ck.spec();
   const OracleWeights ow = prepare_oracle_weights(ck);
   const OracleOps oracle(spec, ow);
@@ -314,6 +418,61 @@ TEST_F(MoeFixture, PathsTrackTheOracleAndCombinesAgreeAtTopOne) {
   const double rel = std::sqrt(diff2 / ref2);
   EXPECT_LT(rel, 2e-2);
   EXPECT_GT(rel, 0.0);
+}
+
+// Block-scaled fp8 MoE checkpoints of each architecture: experts (and Qwen2-MoE's shared expert) are
+// stored F8_E4M3 with their scales, routers and the shared-expert gate unquantized; the generation
+// path's `checkpoint` convention runs the stored codes verbatim, and a replay runs.
+TEST_F(MoeCheckpoint, Fp8BlockScaledCheckpointsOfEveryArchitecture) {
+  for (const std::string arch : {"qwen3-moe", "qwen2-moe", "mixtral"}) {
+    SCOPED_TRACE(arch);
+    RandomCheckpointOptions o;
+    o.arch = arch;
+    o.layers = 2;
+    o.experts = 4;
+    o.dtype = DType::bf16;
+    o.fp8_block = true;
+    o.out = (dir_ / arch).string();
+    write_random_checkpoint(o);
+    const Checkpoint ck = Checkpoint::open(o.out);
+    EXPECT_TRUE(ck.unused_tensors().empty());
+    const ModelSpec& spec = ck.spec();
+    RecipeOptions ro;
+    ro.fp8_checkpoint = true;
+    const Recipe r = make_recipe("fp8-gen", ro);
+    PathStyle gen = r.gen;
+    gen.moe_model = true;
+    const PreparedWeights w = prepare_weights(ck, gen);
+    std::vector<std::pair<std::string, const PreparedLinear*>> stored = {
+        {spec.expert_tensor_suffix(3, "down_proj"), &w.layers[1].expert(3, Proj::down)}};
+    if (spec.shared_expert_intermediate > 0)
+      stored.push_back({ModelSpec::shared_expert_tensor_suffix("up_proj"), &w.layers[1][Proj::up]});
+    for (const auto& [suffix, lin] : stored) {
+      const TensorView& t = ck.tensor(layer_tensor_name(1, suffix) + ".weight");
+      ASSERT_EQ(t.dtype, DType::e4m3) << suffix;
+      ASSERT_TRUE(lin->fp8) << suffix;
+      ASSERT_EQ(lin->wq.codes.size(), t.nbytes);
+      EXPECT_EQ(std::memcmp(lin->wq.codes.data(), t.data, t.nbytes), 0) << suffix;
+    }
+    EXPECT_EQ(ck.tensor(layer_tensor_name(1, spec.router_tensor_suffix()) + ".weight").dtype, DType::bf16);
+    EXPECT_FALSE(w.layers[1].router.fp8);
+    EXPECT_FALSE(w.layers[1].shared_gate.fp8);
+    std::vector<InputSequence> in(2);
+    for (std::size_t s = 0; s < in.size(); ++s) {
+      in[s].id = std::to_string(s);
+      in[s].prompt = {1, static_cast<int32_t>(5 + s), 9, 30};
+      in[s].response = {11, 12, static_cast<int32_t>(40 + s)};
+      in[s].has_response = true;
+    }
+    ReplayOptions opt;
+    opt.recipes = {"bf16", "fp8-gen"};
+    const RunData run = run_replay(ck, in, opt);
+    for (const auto& rr : run.recipes) {
+      EXPECT_EQ(rr.routing.moe_layers, 2);
+      EXPECT_EQ(rr.routing.gen_experts.size(), 6u * 2u * 2u);  // tokens x MoE layers x k
+      EXPECT_TRUE(std::isfinite(rr.summary.at("mean_abs_log_ratio")));
+    }
+  }
 }
 
 TEST_F(MoeFixture, NearTieFlipsWithRouterLogitPrecision) {

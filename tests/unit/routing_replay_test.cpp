@@ -276,6 +276,11 @@ TEST_F(RoutingReplay, CliOptionAndAttribution) {
   EXPECT_EQ(run.recipes.at(0).summary.at("router_flip_frac"), 0.0);
   ASSERT_TRUE(run.attribution.count("routing"));
   EXPECT_EQ(run.attribution.at("routing").labels.at("routing_replay").size(), 3u);
+  const auto summary = rlp_test::run_command(std::string(RLPARITY_CLI_PATH) + " summary " + out);
+  ASSERT_EQ(summary.code, 0) << summary.output;
+  EXPECT_NE(summary.output.find("router flips (MoE, routing replay ids)"), std::string::npos)
+      << summary.output;
+  EXPECT_NE(summary.output.find("flipped tokens"), std::string::npos) << summary.output;
   const auto bad = rlp_test::run_command(cli + " --force --routing-replay weights");
   EXPECT_EQ(bad.code, 2) << bad.output;
   EXPECT_NE(bad.output.find("--routing-replay"), std::string::npos) << bad.output;

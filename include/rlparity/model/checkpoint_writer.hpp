@@ -36,7 +36,7 @@ void write_safetensors(const std::string& path, const std::vector<TensorData>& t
                        const nlohmann::json& metadata = nlohmann::json::object());
 
 struct RandomCheckpointOptions {
-  std::string arch = "llama";  // llama | llama3 | qwen2 | qwen3 | mistral | qwen3-moe
+  std::string arch = "llama";  // llama | llama3 | qwen2 | qwen3 | mistral | qwen3-moe | qwen2-moe | mixtral
   int hidden = 64;
   int intermediate = 172;
   int layers = 2;
@@ -57,14 +57,17 @@ struct RandomCheckpointOptions {
   int outlier_layer = -1;  // >= 0: scale one input channel of this layer's q/k/v/gate/up
   double outlier_scale = 1.0;
   int outlier_channel = 0;
-  // qwen3-moe: layers sparse but mlp_only_layers (decoder_sparse_step 1), `experts` experts of intermediate
-  // size moe_intermediate, top_k routed per token, norm_topk_prob as Qwen3-30B-A3B's config sets it.
+  // MoE archs (qwen3-moe, qwen2-moe, mixtral): layers sparse but mlp_only_layers (decoder_sparse_step
+  // 1), `experts` experts of intermediate size moe_intermediate (mixtral: `intermediate`), top_k
+  // routed per token, norm_topk_prob as Qwen3-30B-A3B's config sets it (mixtral: always);
+  // qwen2-moe adds a shared expert of intermediate size shared_intermediate and its sigmoid gate.
   int experts = 8;
   int top_k = 2;
   int moe_intermediate = 64;
+  int shared_intermediate = 96;
   bool norm_topk = true;
-  std::vector<int> mlp_only_layers = {};  // qwen3-moe: these layers keep a dense MLP (config mlp_only_layers)
-  // qwen3-moe: in every layer, router row 1 is row 0 with its first element moved up by one bf16
+  std::vector<int> mlp_only_layers = {};  // qwen3-moe, qwen2-moe: these layers keep a dense MLP
+  // MoE archs: in every layer, router row 1 is row 0 with its first element moved up by one bf16
   // ulp (both bf16-exact), so experts 0 and 1 nearly tie: logits rounded to bf16 often tie
   // (lowest index wins), fp32 logits keep them apart.
   bool router_near_tie = false;

@@ -49,6 +49,8 @@ class EmulatedOps {
   // expert's GEMM is configured from the block's token count, as vLLM's fused_moe is).
   void gemm(const Mat& x, const PreparedLinear& lin, Mat& y, bool out_fp32, bool decode_step,
             int m_select = 0) const;
+  // Qwen2-MoE: out += sigmoid(shared_expert_gate(xn)) * shared_expert(xn), act-dtype roundings (moe.cpp).
+  void add_shared_expert(const Mat& xn, int layer, Mat& out, bool decode_step) const;
   void rms_norm_row(const float* z_for_var, const float* z, const float* w, int n, float* out) const;
   // A row-parallel linear (o_proj, down_proj) with style_.tp > 1: each rank's GEMM over its K range
   // writes an act-dtype partial, then the partials are all-reduced (linear.cpp).

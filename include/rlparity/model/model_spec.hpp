@@ -7,7 +7,7 @@
 
 namespace rlp {
 
-enum class Arch { llama, qwen2, qwen3, mistral, qwen3_moe };
+enum class Arch { llama, qwen2, qwen3, mistral, qwen3_moe, qwen2_moe, mixtral };
 
 struct RopeScaling {
   enum class Type { none, llama3 } type = Type::none;
@@ -56,17 +56,29 @@ struct ModelSpec {
                                  // then generation_config.json's (Checkpoint::open adds those)
 
   Fp8CheckpointQuant fp8;  // quantization_config (block-scaled fp8), when the checkpoint has one
-  // Mixture of experts (Qwen3-MoE); num_experts 0 = a dense model. A layer is sparse when
-  // is_moe_layer says so (transformers' Qwen3MoeDecoderLayer rule); dense layers keep the
-  // intermediate-size MLP.
+  // Mixture of experts (Qwen3-MoE, Qwen2-MoE, Mixtral); num_experts 0 = a dense model. A layer is
+  // sparse when is_moe_layer says so (transformers' Qwen3MoeDecoderLayer / Qwen2MoeDecoderLayer
+  // rule; every Mixtral layer); dense layers keep the intermediate-size MLP.
   int num_experts = 0;
-  int experts_per_tok = 0;   // k of the top-k routing
-  int moe_intermediate = 0;  // each expert's intermediate size
-  bool norm_topk_prob = false;
+  int experts_per_tok = 0;      // k of the top-k routing
+  int moe_intermediate = 0;     // each expert's intermediate size (Mixtral: intermediate_size)
+  bool norm_topk_prob = false;  // Mixtral: always
   int decoder_sparse_step = 1;
   std::vector<int> mlp_only_layers;
+  // Qwen2-MoE's shared expert: an MLP of this intermediate size every token passes through, gated
+  // by sigmoid(shared_expert_gate(x)); 0 = none.
+  int shared_expert_intermediate = 0;
   bool is_moe_layer(int layer) const;
   int moe_layer_count() const;
+
+  // Tensor names of a sparse layer, relative to its "model.layers.{i}." prefix: the router
+  // ("mlp.gate"; Mixtral "block_sparse_moe.gate"), expert e's projection `proj` (gate_proj, up_proj
+  // or down_proj: "mlp.experts.{e}.{proj}"; Mixtral "block_sparse_moe.experts.{e}.w1|w3|w2"), and
+  // Qwen2-MoE's shared expert ("mlp.shared_expert.{proj}") and its gate ("mlp.shared_expert_gate").
+  std::string router_tensor_suffix() const;
+  std::string expert_tensor_suffix(int expert, const char* proj) const;
+  static std::string shared_expert_tensor_suffix(const char* proj);
+  static std::string shared_expert_gate_tensor_suffix();
 
   nlohmann::json to_json() const;
 };
@@ -80,7 +92,5 @@ std::vector<int> parse_token_ids(const nlohmann::json& config, const std::string
 
 // Hugging Face tensor names.
 std::string layer_tensor_name(int layer, const std::string& suffix);  // "model.layers.{i}.{suffix}"
-// An expert's projection within its layer: "mlp.experts.{e}.{proj}" (proj: gate_proj, up_proj, down_proj).
-std::string expert_tensor_suffix(int expert, const char* proj);
 
 }  // namespace rlp

@@ -32,9 +32,11 @@ inline std::size_t expert_slot(int e, Proj p) {
 struct PreparedLayer {
   PreparedLinear proj[kNumProj];
   std::vector<float> input_norm, post_norm, q_norm, k_norm;
-  // Sparse MoE layers (ModelSpec::is_moe_layer; their proj gate/up/down stay empty): the router
-  // (act dtype on every path, docs/kernel-paths.md "Mixture of experts") and the experts.
-  PreparedLinear router;
+  // Sparse MoE layers (ModelSpec::is_moe_layer): the router (act dtype on every path,
+  // docs/kernel-paths.md "Mixture of experts") and the experts. Their proj gate/up/down hold
+  // Qwen2-MoE's shared expert (an MLP like a dense layer's, fp8 where the layer is), with its
+  // sigmoid gate [1 x hidden] (act dtype); both empty without a shared expert.
+  PreparedLinear router, shared_gate;
   std::vector<PreparedLinear> experts;
   const PreparedLinear& operator[](Proj p) const { return proj[static_cast<int>(p)]; }
   const PreparedLinear& expert(int e, Proj p) const { return experts[expert_slot(e, p)]; }
@@ -59,7 +61,7 @@ struct OracleLinear {
 struct OracleLayer {
   OracleLinear proj[kNumProj];
   std::vector<double> input_norm, post_norm, q_norm, k_norm;
-  OracleLinear router;  // MoE layers, as in PreparedLayer
+  OracleLinear router, shared_gate;  // MoE layers, as in PreparedLayer
   std::vector<OracleLinear> experts;
   const OracleLinear& operator[](Proj p) const { return proj[static_cast<int>(p)]; }
   const OracleLinear& expert(int e, Proj p) const { return experts[expert_slot(e, p)]; }

@@ -1,6 +1,7 @@
-// The sparse MoE block on the CPU (Qwen3-MoE): router GEMM, softmax top-k routing (moe_routing.hpp),
-// each expert's SiLU MLP over the rows routed to it, and the combination of the k outputs as the
-// path's MoeCombine says. The CUDA backend has no MoE kernels yet and refuses MoE models.
+// The sparse MoE block on the CPU (Qwen3-MoE, Qwen2-MoE, Mixtral): router GEMM, softmax top-k routing
+// (moe_routing.hpp), each expert's SiLU MLP over the rows routed to it, the combination of the k
+// outputs as the path's MoeCombine says, and Qwen2-MoE's gated shared expert. The CUDA backend has
+// no MoE kernels yet and refuses MoE models.
 #include <algorithm>
 #include <numeric>
 
@@ -116,6 +117,34 @@ void EmulatedOps::moe(const Mat& xn, int layer, Mat& out, bool decode_step, MoeR
         }
         o[h] = acc;
       }
+    }
+  });
+  if (spec_.shared_expert_intermediate > 0) add_shared_expert(xn, layer, out, decode_step);
+}
+
+void EmulatedOps::add_shared_expert(const Mat& xn, int layer, Mat& out, bool decode_step) const {
+  // Qwen2MoeSparseMoeBlock.forward (transformers models/qwen2_moe/modeling_qwen2_moe.py):
+  //   shared_expert_output = self.shared_expert(hidden_states)
+  //   shared_expert_output = F.sigmoid(self.shared_expert_gate(hidden_states)) * shared_expert_output
+  //   final_hidden_states = final_hidden_states + shared_expert_output
+  // every tensor in the act dtype (torch's bf16 sigmoid computes 1 / (1 + exp(-x)) in fp32 and rounds
+  // once). vLLM rounds alike: Qwen2MoeMLP applies `F.sigmoid(self.expert_gate(x)) * out` to the
+  // shared expert's output and SharedFusedMoE's two outputs are summed in one act-dtype add
+  // (vllm/model_executor/models/qwen2_moe.py). The shared MLP is the layer's gate/up/down linears
+  // (weights.hpp), so it runs like a dense MLP, fp8 included.
+  const PreparedLayer& L = w_.layers[static_cast<std::size_t>(layer)];
+  Mat g, u, a, d, gate_logit;
+  linear(xn, layer, Proj::gate, g, decode_step);
+  linear(xn, layer, Proj::up, u, decode_step);
+  silu_mul(g, u, a);
+  linear(a, layer, Proj::down, d, decode_step);
+  gemm(xn, L.shared_gate, gate_logit, false, decode_step);
+  parallel_for(static_cast<std::size_t>(xn.rows()), kRowGrain, [&](std::size_t r0, std::size_t r1) {
+    for (std::size_t r = r0; r < r1; ++r) {
+      const auto i = static_cast<Eigen::Index>(r);
+      const float sig = round_act(1.0f / (1.0f + num::expf_model(-gate_logit(i, 0))));
+      for (Eigen::Index h = 0; h < out.cols(); ++h)
+        out(i, h) = round_act(out(i, h) + round_act(sig * d(i, h)));
     }
   });
 }
