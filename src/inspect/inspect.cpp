@@ -55,16 +55,17 @@ bool is_fp8_weight(const std::string& name, int* layer, std::string* proj) {
   size_t q = p;
   while (q < name.size() && name[q] >= '0' && name[q] <= '9') ++q;
   if (q == p || q >= name.size() || name[q] != '.') return false;
-  const std::string rest = name.substr(q + 1);
-  for (int i = 0; i < kNumProj; ++i) {
-    const std::string suffix = std::string(proj_tensor_suffix(static_cast<Proj>(i))) + ".weight";
-    if (rest == suffix) {
-      if (layer) *layer = std::stoi(name.substr(p, q - p));
-      if (proj) *proj = suffix.substr(suffix.find('.') + 1, suffix.size() - suffix.find('.') - 1 - 7);
-      return true;
-    }
-  }
-  return false;
+  // rest = "<block>.<module path>.weight": self_attn.q_proj, mlp.down_proj, mlp.experts.3.up_proj,
+  // block_sparse_moe.experts.0.w1, mlp.shared_expert.gate_proj; proj is the part after the block.
+  const std::string rest = name.substr(q + 1), w = ".weight";
+  if (rest.size() <= w.size() || rest.compare(rest.size() - w.size(), w.size(), w) != 0) return false;
+  const std::string module = rest.substr(0, rest.size() - w.size());
+  const std::size_t dot = module.find('.');
+  if (dot == std::string::npos || !is_quantizable_linear_module(module.substr(module.rfind('.') + 1)))
+    return false;
+  if (layer) *layer = std::stoi(name.substr(p, q - p));
+  if (proj) *proj = module.substr(dot + 1);
+  return true;
 }
 
 namespace {
@@ -183,11 +184,11 @@ InspectResult inspect_checkpoint(const Checkpoint& ckpt, const InspectOptions& o
   std::vector<std::string> names;
   std::vector<int64_t> cost;
   for (int l = 0; l < spec.layers; ++l) {
-    for (int p = 0; p < kNumProj; ++p) {
-      names.push_back(layer_tensor_name(l, proj_tensor_suffix(static_cast<Proj>(p))) + ".weight");
-      cost.push_back(ckpt.tensor(names.back()).numel());
-    }
+    for (const Proj p : {Proj::q, Proj::k, Proj::v, Proj::o})
+      names.push_back(layer_tensor_name(l, proj_tensor_suffix(p)) + ".weight");
+    for (const LinearTensor& f : spec.feed_forward_linears(l)) names.push_back(f.name + ".weight");
   }
+  for (const auto& n : names) cost.push_back(ckpt.tensor(n).numel());
   Job& job = Job::current();
   const Sharding shard = shard_by_cost(cost, job.size(), job.rank());
   std::vector<TensorInspection> tensors(names.size());

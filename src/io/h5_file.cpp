@@ -347,35 +347,52 @@ void write_string_dataset(hid_t loc, const std::string& name, const std::vector<
   dset.close("close dataset " + what);
 }
 
-std::size_t dataset_length(hid_t dset, const std::string& what) {
+// The dataset's shape; `rank` > 0 requires that rank. A damaged or hostile file can declare any
+// size; one its bytes cannot hold is refused before anything is allocated for it. Deflate expands
+// at most ~1032:1, so a real dataset's elements never need more than 1100x the file's size (plus
+// slack for fill-valued tiny datasets).
+std::vector<uint64_t> dataset_shape(hid_t dset, const std::string& what, int rank) {
   Id space = make_id(H5Dget_space(dset), H5Sclose, "dataspace of " + what);
-  const int rank = H5Sget_simple_extent_ndims(space.get());
-  if (rank != 1) throw H5Failure(what + " is not one-dimensional (rank " + std::to_string(rank) + ")");
-  hsize_t dims[1] = {0};
-  check(H5Sget_simple_extent_dims(space.get(), dims, nullptr), "shape of " + what);
-  // A damaged or hostile file can declare any length; refuse one its bytes cannot hold before
-  // allocating for it. Deflate expands at most ~1032:1, so a real dataset's elements never need
-  // more than 1100x the file's size (plus slack for fill-valued tiny datasets).
+  const int r = H5Sget_simple_extent_ndims(space.get());
+  if (r < 1 || r > 8 || (rank > 0 && r != rank))
+    throw H5Failure(what + (rank == 1 ? std::string(" is not one-dimensional") : " has the wrong rank") +
+                    " (rank " + std::to_string(r) + ")");
+  std::vector<hsize_t> dims(static_cast<std::size_t>(r), 0);
+  check(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr), "shape of " + what);
   Id file = make_id(H5Iget_file_id(dset), H5Fclose, "file of " + what);
   Id ftype = make_id(H5Dget_type(dset), H5Tclose, "type of " + what);
   hsize_t file_bytes = 0;
   check_status(H5Fget_filesize(file.get(), &file_bytes), "size of the file holding " + what);
+  double elems = 1.0;
+  for (hsize_t d : dims) elems *= static_cast<double>(d);
   const double elem = static_cast<double>(std::max<std::size_t>(H5Tget_size(ftype.get()), 1));
   const double limit = 1100.0 * static_cast<double>(file_bytes) + 1048576.0;
-  if (static_cast<double>(dims[0]) * elem > limit)
-    throw H5Failure(what + " declares " + std::to_string(dims[0]) + " elements, more than the file's " +
+  if (elems * elem > limit)
+    throw H5Failure(what + " declares " + fmt::format("{:.0f}", elems) + " elements, more than the file's " +
                     std::to_string(file_bytes) + " bytes can hold (damaged file?)");
-  return static_cast<std::size_t>(dims[0]);
+  return std::vector<uint64_t>(dims.begin(), dims.end());
+}
+
+std::size_t dataset_length(hid_t dset, const std::string& what) {
+  return static_cast<std::size_t>(dataset_shape(dset, what, 1)[0]);
 }
 
 template <class T>
-std::vector<T> read_dataset(hid_t loc, const std::string& name, hid_t mem_type, const std::string& what) {
+std::vector<T> read_dataset(hid_t loc, const std::string& name, hid_t mem_type, const std::string& what,
+                            std::vector<uint64_t>* shape = nullptr) {
   if (!link_exists(loc, name)) throw H5Failure("missing dataset " + what);
   Id dset = make_id(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), H5Dclose, "open dataset " + what);
   Id ftype = make_id(H5Dget_type(dset.get()), H5Tclose, "type of " + what);
   const H5T_class_t c = H5Tget_class(ftype.get());
   if (c != H5T_INTEGER && c != H5T_FLOAT) throw H5Failure(what + " is not numeric");
-  const std::size_t n = dataset_length(dset.get(), what);
+  std::size_t n = 0;
+  if (shape) {
+    *shape = dataset_shape(dset.get(), what, 0);
+    n = 1;
+    for (uint64_t d : *shape) n *= static_cast<std::size_t>(d);
+  } else {
+    n = dataset_length(dset.get(), what);
+  }
   std::vector<T> out(n);
   if (n > 0)
     check_status(H5Dread(dset.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()),
@@ -557,6 +574,10 @@ template <StoredNumber T>
 std::vector<T> Group::read_dataset(const std::string& name) const {
   return h5::read_dataset<T>(id_, name, number_types<T>().memory, child(name));
 }
+template <StoredNumber T>
+std::vector<T> Group::read_dataset(const std::string& name, std::vector<uint64_t>& shape) const {
+  return h5::read_dataset<T>(id_, name, number_types<T>().memory, child(name), &shape);
+}
 std::vector<std::string> Group::read_string_dataset(const std::string& name) const {
   return h5::read_string_dataset(id_, name, child(name));
 }
@@ -571,7 +592,8 @@ bool Group::dataset_is_string(const std::string& name) const {
   template void Group::write_dataset<T>(const std::string&, const std::vector<T>&,  \
                                         const std::vector<uint64_t>&);              \
   template T Group::read_attr<T>(const std::string&) const;                         \
-  template std::vector<T> Group::read_dataset<T>(const std::string&) const;
+  template std::vector<T> Group::read_dataset<T>(const std::string&) const;         \
+  template std::vector<T> Group::read_dataset<T>(const std::string&, std::vector<uint64_t>&) const;
 RLP_H5_STORED_NUMBER(int32_t)
 RLP_H5_STORED_NUMBER(int64_t)
 RLP_H5_STORED_NUMBER(uint64_t)

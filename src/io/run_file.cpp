@@ -198,6 +198,44 @@ std::map<std::string, std::vector<double>> read_metric_group(const h5::Group& pa
   return out;
 }
 
+// /recipes/<name>/routing back into a RoutingResult, every array's shape checked against the
+// MoE layers and the recipe's `tokens` response tokens.
+RoutingResult read_routing_group(const h5::Group& recipe, std::size_t tokens) {
+  const h5::Group g = recipe.open_group("routing");
+  RoutingResult rt;
+  rt.moe_layer_index = g.read_dataset<int32_t>("moe_layers");
+  rt.moe_layers = static_cast<int>(rt.moe_layer_index.size());
+  const auto M = static_cast<uint64_t>(rt.moe_layers);
+  auto ids = [&](const char* name, std::vector<int32_t>& out) {
+    std::vector<uint64_t> shape;
+    out = g.read_dataset<int32_t>(name, shape);
+    if (shape.size() != 3 || shape[0] != tokens || shape[1] != M || shape[2] == 0 ||
+        (rt.k > 0 && shape[2] != static_cast<uint64_t>(rt.k)))
+      throw H5Failure(g.path() + "/" + name + " is not (" + std::to_string(tokens) + " tokens, " +
+                      std::to_string(M) + " MoE layers, k)");
+    rt.k = static_cast<int>(shape[2]);
+  };
+  ids("gen_experts", rt.gen_experts);
+  ids("train_experts", rt.train_experts);
+  if (g.has_link("oracle_experts")) {
+    ids("oracle_experts", rt.oracle_experts);
+    std::vector<uint64_t> shape;
+    rt.margin_oracle = g.read_dataset<double>("margin_oracle", shape);
+    if (shape != std::vector<uint64_t>{tokens, M})
+      throw H5Failure(g.path() + "/margin_oracle is not (" + std::to_string(tokens) + " tokens, " +
+                      std::to_string(M) + " MoE layers)");
+  }
+  for (const auto& name : g.links()) {
+    if (name == "moe_layers" || name.find("experts") != std::string::npos || name == "margin_oracle")
+      continue;
+    rt.layers[name] = g.read_dataset<double>(name);
+    if (rt.layers[name].size() != M)
+      throw H5Failure(g.path() + "/" + name + " has " + std::to_string(rt.layers[name].size()) +
+                      " values for " + std::to_string(M) + " MoE layers");
+  }
+  return rt;
+}
+
 nlohmann::json parse_json_attr(const h5::Group& obj, const std::string& name) {
   const std::string what = obj.path() + "/" + name;
   const std::string s = obj.read_attr_string(name);
@@ -264,6 +302,10 @@ RunData read_contents(const h5::Group& file) {
     r.sequences = read_metric_group(g, "sequences");
     r.layers = read_metric_group(g, "layers");
     if (g.has_link("engine")) r.engine = read_metric_group(g, "engine");
+    if (g.has_link("routing")) {
+      const auto it = r.tokens.find("logp_gen");
+      r.routing = read_routing_group(g, it == r.tokens.end() ? 0 : it->second.size());
+    }
     run.recipes.push_back(std::move(r));
   }
   if (file.has_link("attribution")) {

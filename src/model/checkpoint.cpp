@@ -267,31 +267,6 @@ struct Required {
   std::vector<int64_t> shape;
 };
 
-// The feed-forward linears of decoder layer `layer` (full names without ".weight", [out, in]): the
-// dense MLP, or a sparse layer's experts (Qwen3MoeSparseMoeBlock, Qwen2MoeSparseMoeBlock,
-// MixtralSparseMoeBlock) and Qwen2-MoE's shared expert. The linears an fp8 checkpoint may quantize
-// (with q/k/v/o); the router and the shared expert's gate are not among them.
-std::vector<Required> feed_forward_linears(const ModelSpec& s, int layer) {
-  const int64_t H = s.hidden;
-  std::vector<Required> r;
-  auto mlp = [&](auto&& name, int64_t I) {
-    r.push_back({name("gate_proj"), {I, H}});
-    r.push_back({name("up_proj"), {I, H}});
-    r.push_back({name("down_proj"), {H, I}});
-  };
-  if (!s.is_moe_layer(layer)) {
-    mlp([&](const char* p) { return layer_tensor_name(layer, std::string("mlp.") + p); }, s.intermediate);
-    return r;
-  }
-  for (int e = 0; e < s.num_experts; ++e)
-    mlp([&](const char* p) { return layer_tensor_name(layer, s.expert_tensor_suffix(e, p)); },
-        s.moe_intermediate);
-  if (s.shared_expert_intermediate > 0)
-    mlp([&](const char* p) { return layer_tensor_name(layer, ModelSpec::shared_expert_tensor_suffix(p)); },
-        s.shared_expert_intermediate);
-  return r;
-}
-
 std::vector<Required> required_tensors(const ModelSpec& s) {
   const int64_t H = s.hidden, V = s.vocab, hd = s.head_dim;
   const int64_t q = static_cast<int64_t>(s.heads) * hd, kv = static_cast<int64_t>(s.kv_heads) * hd;
@@ -322,7 +297,7 @@ std::vector<Required> required_tensors(const ModelSpec& s) {
         r.push_back(
             {layer_tensor_name(i, ModelSpec::shared_expert_gate_tensor_suffix() + ".weight"), {1, H}});
     }
-    for (Required& f : feed_forward_linears(s, i)) r.push_back({f.name + ".weight", std::move(f.shape)});
+    for (const LinearTensor& f : s.feed_forward_linears(i)) r.push_back({f.name + ".weight", {f.out, f.in}});
   }
   r.push_back({"model.norm.weight", {H}});
   if (!s.tied_embeddings) r.push_back({"lm_head.weight", {V, H}});
@@ -364,7 +339,7 @@ void validate_fp8_tensors(const ModelSpec& spec, std::map<std::string, TensorVie
   for (int l = 0; l < spec.layers; ++l) {
     for (const char* p : {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj"})
       linears.insert(layer_tensor_name(l, p));
-    for (const Required& f : feed_forward_linears(spec, l)) linears.insert(f.name);
+    for (const LinearTensor& f : spec.feed_forward_linears(l)) linears.insert(f.name);
   }
   for (auto& [name, v] : tensors) {
     if (v.dtype != DType::e4m3) continue;

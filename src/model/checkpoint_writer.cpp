@@ -271,14 +271,13 @@ void write_random_checkpoint(const RandomCheckpointOptions& o) {
         x = static_cast<float>(x * o.outlier_scale);
       }
     }
-    // The decoder linears (q/k/v/o, MLP, experts: *_proj, Mixtral's w1/w2/w3), not routers or gates.
-    auto ends_with = [&](const std::string& suffix) {
-      return name.size() > suffix.size() &&
-             name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-    };
-    if (o.fp8_block && name.rfind("model.layers.", 0) == 0 &&
-        (ends_with("_proj.weight") || ends_with(".w1.weight") || ends_with(".w2.weight") ||
-         ends_with(".w3.weight"))) {
+    // The decoder linears (q/k/v/o, MLP, experts), not routers or gates.
+    const std::string w = ".weight";
+    const bool weight = name.size() > w.size() && name.compare(name.size() - w.size(), w.size(), w) == 0;
+    const std::string module = weight ? name.substr(0, name.size() - w.size()) : std::string();
+    const bool linear = weight && name.rfind("model.layers.", 0) == 0 &&
+                        is_quantizable_linear_module(module.substr(module.rfind('.') + 1));
+    if (o.fp8_block && linear) {
       // The master as `dtype` holds it, then quantized.
       for (auto& x : v)
         x = o.dtype == DType::bf16   ? num::bf16_bits_to_float(num::float_to_bf16_bits(x))

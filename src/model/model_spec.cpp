@@ -488,6 +488,30 @@ std::string ModelSpec::shared_expert_tensor_suffix(const char* proj) {
 
 std::string ModelSpec::shared_expert_gate_tensor_suffix() { return "mlp.shared_expert_gate"; }
 
+std::vector<LinearTensor> ModelSpec::feed_forward_linears(int layer) const {
+  std::vector<LinearTensor> r;
+  auto mlp = [&](auto&& suffix, int64_t I) {
+    r.push_back({layer_tensor_name(layer, suffix("gate_proj")), I, hidden});
+    r.push_back({layer_tensor_name(layer, suffix("up_proj")), I, hidden});
+    r.push_back({layer_tensor_name(layer, suffix("down_proj")), hidden, I});
+  };
+  if (!is_moe_layer(layer)) {
+    mlp([](const char* p) { return std::string("mlp.") + p; }, intermediate);
+    return r;
+  }
+  for (int e = 0; e < num_experts; ++e)
+    mlp([&](const char* p) { return expert_tensor_suffix(e, p); }, moe_intermediate);
+  if (shared_expert_intermediate > 0)
+    mlp(&ModelSpec::shared_expert_tensor_suffix, shared_expert_intermediate);
+  return r;
+}
+
+bool is_quantizable_linear_module(const std::string& module) {
+  const std::string p = "_proj";
+  return (module.size() > p.size() && module.compare(module.size() - p.size(), p.size(), p) == 0) ||
+         module == "w1" || module == "w2" || module == "w3";
+}
+
 std::string layer_tensor_name(int layer, const std::string& suffix) {
   return "model.layers." + std::to_string(layer) + "." + suffix;
 }

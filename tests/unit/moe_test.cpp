@@ -11,9 +11,12 @@
 #include <fstream>
 #include <numeric>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "rlparity/inspect/inspect.hpp"
+#include "rlparity/io/run_file.hpp"
 #include "rlparity/model/checkpoint.hpp"
 #include "rlparity/model/checkpoint_writer.hpp"
 #include "rlparity/model/emulated_ops.hpp"
@@ -475,6 +478,41 @@ TEST_F(MoeCheckpoint, Fp8BlockScaledCheckpointsOfEveryArchitecture) {
   }
 }
 
+// inspect covers every quantizable linear of a MoE layer (each expert, the shared expert), never
+// the router or the shared-expert gate, labelled by their module path.
+TEST_F(MoeCheckpoint, InspectCoversEveryExpert) {
+  for (const std::string arch : {"qwen2-moe", "mixtral"}) {
+    RandomCheckpointOptions o;
+    o.arch = arch;
+    o.layers = 2;
+    o.experts = 3;
+    o.mlp_only_layers = arch == "mixtral" ? std::vector<int>{} : std::vector<int>{0};
+    o.out = (dir_ / arch).string();
+    write_random_checkpoint(o);
+    const Checkpoint ck = Checkpoint::open(o.out);
+    const InspectResult r = inspect_checkpoint(ck);
+    std::set<std::string> names;
+    for (const auto& t : r.tensors) names.insert(t.name);
+    // Attention 4 per layer; then a dense MLP (3) or experts (3 each) and the shared expert (3).
+    const std::size_t want = arch == "mixtral" ? 2 * (4 + 3 * 3) : (4 + 3) + (4 + 3 * 3 + 3);
+    EXPECT_EQ(names.size(), want) << arch;
+    if (arch == "mixtral") {
+      EXPECT_TRUE(names.count("model.layers.1.block_sparse_moe.experts.2.w2.weight"));
+      EXPECT_FALSE(names.count("model.layers.1.block_sparse_moe.gate.weight"));
+    } else {
+      EXPECT_TRUE(names.count("model.layers.1.mlp.shared_expert.down_proj.weight"));
+      EXPECT_TRUE(names.count("model.layers.0.mlp.gate_proj.weight"));  // the dense layer
+      EXPECT_FALSE(names.count("model.layers.1.mlp.shared_expert_gate.weight"));
+      EXPECT_FALSE(names.count("model.layers.1.mlp.gate.weight"));
+    }
+    for (const auto& t : r.tensors)
+      if (t.name == "model.layers.1.mlp.experts.2.up_proj.weight") {
+        EXPECT_EQ(t.layer, 1);
+        EXPECT_EQ(t.proj, "experts.2.up_proj");
+      }
+  }
+}
+
 TEST_F(MoeFixture, NearTieFlipsWithRouterLogitPrecision) {
   const Checkpoint ck = open(4, 1, true);
   const ModelSpec& spec = ck.spec();
@@ -557,6 +595,17 @@ TEST_F(MoeFixture, ReplayRecordsRouterFlipsAndTheirMargins) {
   EXPECT_DOUBLE_EQ(r.summary.at("router_flip_frac"), flips / static_cast<double>(T));
   EXPECT_DOUBLE_EQ(r.summary.at("mean_router_flip_frac"), flips / static_cast<double>(T));
   EXPECT_GT(r.summary.at("mean_abs_log_ratio_flipped"), r.summary.at("mean_abs_log_ratio_unflipped"));
+  // The run file holds the routing and reads it back as written.
+  const std::string path = (dir_ / "run.h5").string();
+  write_run_file(path, run, false);
+  const RoutingResult back = read_run_file(path).recipes.at(0).routing;
+  EXPECT_EQ(back.moe_layer_index, rt.moe_layer_index);
+  EXPECT_EQ(back.k, rt.k);
+  EXPECT_EQ(back.gen_experts, rt.gen_experts);
+  EXPECT_EQ(back.train_experts, rt.train_experts);
+  EXPECT_EQ(back.oracle_experts, rt.oracle_experts);
+  EXPECT_EQ(back.margin_oracle, rt.margin_oracle);
+  EXPECT_EQ(back.layers, rt.layers);
 
   opt.recipe.train_knobs = {{"moe-router-logits", "act"}};
   const RunData same = run_replay(ck, in, opt);

@@ -37,7 +37,8 @@ struct StoredComparison {
 struct TensorInspection {
   std::string name;
   int layer = -1;     // decoder layer index, from "model.layers.<i>."
-  std::string proj;   // "q_proj", ..., "down_proj"
+  std::string proj;   // the module path after the block: "q_proj", "down_proj", "experts.3.up_proj",
+                      // "experts.0.w1", "shared_expert.gate_proj"
   std::string dtype;  // checkpoint dtype
   int64_t rows = 0, cols = 0;
   int64_t blocks = 0;                                        // 128x128 blocks (edge blocks partial)

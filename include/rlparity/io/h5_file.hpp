@@ -54,7 +54,7 @@ class Group {
   void write_dataset(const std::string& name, const std::vector<T>& values);
   void write_dataset(const std::string& name, const std::vector<std::string>& values);
   // N-dimensional, row-major, of `shape` (its product must be values.size(); chunks hold whole
-  // trailing rows up to 65536 elements). The readers below read 1-D datasets only.
+  // trailing rows up to 65536 elements). read_dataset(name, shape) reads them back.
   template <StoredNumber T>
   void write_dataset(const std::string& name, const std::vector<T>& values,
                      const std::vector<uint64_t>& shape);
@@ -73,7 +73,10 @@ class Group {
   template <StoredNumber T>
   T read_attr(const std::string& name) const;
   template <StoredNumber T>
-  std::vector<T> read_dataset(const std::string& name) const;
+  std::vector<T> read_dataset(const std::string& name) const;  // 1-D only
+  // Any rank: the values row-major, the shape into `shape`.
+  template <StoredNumber T>
+  std::vector<T> read_dataset(const std::string& name, std::vector<uint64_t>& shape) const;
   std::vector<std::string> read_string_dataset(const std::string& name) const;
   bool dataset_is_string(const std::string& name) const;
 

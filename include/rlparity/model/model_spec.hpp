@@ -1,6 +1,7 @@
 // What a checkpoint's config.json says about the network: architecture, shapes, RoPE, norms.
 // Parsed once, validated strictly: an unsupported architecture or option is refused by name.
 #pragma once
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -32,6 +33,17 @@ struct Fp8CheckpointQuant {
   // '*' (transformers' _replace_with_fp8_linear rule, which covers vLLM's exact-prefix match).
   bool is_not_converted(const std::string& module) const;
 };
+
+// A linear's weight tensor: its name without ".weight", and its [out, in] shape.
+struct LinearTensor {
+  std::string name;
+  int64_t out = 0, in = 0;
+};
+
+// Is `module` (a tensor name's last component before ".weight") a decoder linear an fp8 checkpoint
+// may quantize: *_proj (attention, MLP, experts, shared expert) or Mixtral's w1/w2/w3? Routers
+// ("gate") and Qwen2-MoE's shared_expert_gate are not.
+bool is_quantizable_linear_module(const std::string& module);
 
 struct ModelSpec {
   Arch arch = Arch::llama;
@@ -79,6 +91,10 @@ struct ModelSpec {
   std::string expert_tensor_suffix(int expert, const char* proj) const;
   static std::string shared_expert_tensor_suffix(const char* proj);
   static std::string shared_expert_gate_tensor_suffix();
+  // The feed-forward linears of decoder layer `layer`: the dense MLP (gate, up, down), or a sparse
+  // layer's experts (Qwen3MoeSparseMoeBlock, Qwen2MoeSparseMoeBlock, MixtralSparseMoeBlock) then
+  // Qwen2-MoE's shared expert. With q/k/v/o, the linears an fp8 checkpoint may quantize.
+  std::vector<LinearTensor> feed_forward_linears(int layer) const;
 
   nlohmann::json to_json() const;
 };

@@ -40,8 +40,8 @@ struct RecipeResult {
   // Per response token, the log ratios against a real engine's logprobs (engine_side.hpp):
   // log_ratio_engine_{gen,train,oracle}; empty when the inputs carry none. /recipes/<name>/engine.
   std::map<std::string, std::vector<double>> engine;
-  // MoE checkpoints only: each path's router choices (the layers' statistics are written; the
-  // per-token expert ids are not read back by read_run_file).
+  // MoE checkpoints only: each path's router choices, the oracle's margins and the per-layer flip
+  // statistics (/recipes/<name>/routing; read_run_file reads them back).
   RoutingResult routing;
   // Summary statistics, stored as attributes of /recipes/<name>.
   std::map<std::string, double> summary;
