@@ -236,6 +236,15 @@ std::string attribution_html(const RunData& run) {
   return o;
 }
 
+std::string routing_html(const RunData& run) {
+  const auto sections = routing_sections(run);
+  if (sections.empty()) return {};
+  std::string o = R"(<section id="routing"><h2>Mixture of experts: router flips</h2>)";
+  for (const auto& s : sections) o += table_section_html(s);
+  o += "</section>\n";
+  return o;
+}
+
 std::string engine_html(const RunData& run) {
   std::string o;
   for (const auto& s : engine_sections(run))
@@ -364,6 +373,7 @@ std::string render_html(const RunData& run, const ReportOptions& opt) {
   o += "</details>\n";
   o += "<nav><a href=\"#summary\">summary</a>";
   if (opt.baseline) o += "<a href=\"#baseline\">baseline deltas</a>";
+  if (!routing_sections(run).empty()) o += "<a href=\"#routing\">router flips</a>";
   if (!run.attribution.empty()) o += "<a href=\"#attribution\">attribution</a>";
   if (opt.inspect) o += "<a href=\"#inspect\">inspection</a>";
   o += "<a href=\"#compare\">side by side</a>";
@@ -393,6 +403,7 @@ std::string render_html(const RunData& run, const ReportOptions& opt) {
 
   if (opt.baseline) o += baseline_section(run, opt);
   o += engine_html(run);
+  o += routing_html(run);
   o += attribution_html(run);
   if (opt.inspect) o += inspect_html(*opt.inspect, opt.inspect_path);
 

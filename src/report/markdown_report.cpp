@@ -135,6 +135,9 @@ std::string render_markdown(const RunData& run, const ReportOptions& opt) {
                      n - rows.size(), n, rows.size());
   }
   for (const auto& s : engine_sections(run)) o += table_section_md(s);
+  const auto routing = routing_sections(run);
+  if (!routing.empty()) o += "\n## Mixture of experts: router flips\n";
+  for (const auto& s : routing) o += table_section_md(s);
   const auto attribution = attribution_sections(run);
   if (!attribution.empty()) o += "\n## Attribution\n";
   for (const auto& s : attribution) o += table_section_md(s);

@@ -123,6 +123,7 @@ struct AttributionSpec {
   std::function<std::string(const TableSection&, std::size_t row)> category;
   std::vector<std::pair<std::string, std::string>> series;  // column, legend label
   std::function<std::string(const nlohmann::json& info)> note;
+  bool table_order = false;  // rows as the table stores them (not sorted by sort_key)
 };
 
 std::string cell_text(const TableSection& s, std::size_t row, const std::string& key) {
@@ -253,7 +254,8 @@ const std::vector<AttributionSpec>& attribution_specs() {
              "MoE checkpoint, {}. removed = 1 - divergence / divergence without replay: the part of the "
              "generation/training mismatch that replaying the generation path's routing would remove.",
              info_text(info, "method"));
-       }},
+       },
+       /*table_order=*/true},
   };
   return specs;
 }
@@ -270,11 +272,151 @@ std::vector<TableSection> attribution_sections(const RunData& run) {
     s.id = sp.id;
     s.title = sp.title;
     s.notes.push_back(sp.note(t.info));
-    fill_table(s, t, sp.columns, order_by(t.values.at(sp.sort_key), true));
+    std::vector<std::size_t> order = order_by(t.values.at(sp.sort_key), true);
+    if (sp.table_order) std::sort(order.begin(), order.end());
+    fill_table(s, t, sp.columns, order);
     s.bar_column = column_index(s, sp.sort_key);
     std::vector<std::string> cats;
     for (std::size_t r = 0; r < s.rows.size(); ++r) cats.push_back(sp.category(s, r));
     add_chart(s, sp.chart_title, "mean |log ratio| (nats)", cats, sp.series);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::vector<TableSection> routing_sections(const RunData& run) {
+  std::vector<const RecipeResult*> moe;
+  for (const auto& r : run.recipes)
+    if (!r.routing.empty() && r.routing.layers.count("flip_frac")) moe.push_back(&r);
+  if (moe.empty()) return {};
+  std::vector<TableSection> out;
+  const RoutingResult& first = moe.front()->routing;
+  const nlohmann::json& settings = moe.front()->settings;
+  const std::string replay =
+      settings.is_object() && settings.contains("routing_replay") && settings["routing_replay"].is_string()
+          ? settings["routing_replay"].get<std::string>()
+          : std::string("off");
+  {
+    TableSection s;
+    s.id = "routing-layers";
+    s.title = "Router flips per MoE layer";
+    s.notes.push_back(fmt::format(
+        "Fraction of response tokens whose generation and training routers chose different expert sets in "
+        "each MoE layer (flip_frac), and each path against the float64 oracle's choice; top-{} of the "
+        "checkpoint's experts, routing replay {} (docs/kernel-paths.md, \"Router flips\").",
+        first.k, replay));
+    s.keys = {"layer"};
+    s.headers = {"decoder layer"};
+    std::vector<std::pair<std::string, std::string>> series;
+    for (const RecipeResult* r : moe)
+      for (const auto& [key, label] : {std::pair<std::string, std::string>{"flip_frac", "gen vs train"},
+                                       {"gen_flip_oracle_frac", "gen vs oracle"},
+                                       {"train_flip_oracle_frac", "train vs oracle"}})
+        if (r->routing.layers.count(key)) {
+          s.keys.push_back(r->name + "/" + key);
+          s.headers.push_back(r->name + ": " + label);
+          if (key == "flip_frac") series.emplace_back(s.keys.back(), r->name);
+        }
+    std::vector<std::string> cats;
+    for (int m = 0; m < first.moe_layers; ++m) {
+      const auto mi = static_cast<std::size_t>(m);
+      std::vector<TableCell> row = {num_cell(first.moe_layer_index[mi])};
+      for (const RecipeResult* r : moe)
+        for (const char* key : {"flip_frac", "gen_flip_oracle_frac", "train_flip_oracle_frac"}) {
+          const auto it = r->routing.layers.find(key);
+          if (it != r->routing.layers.end())
+            row.push_back(mi < it->second.size() ? num_cell(it->second[mi]) : text_cell("-"));
+        }
+      s.rows.push_back(std::move(row));
+      cats.push_back(fmt::format("layer {}", first.moe_layer_index[mi]));
+    }
+    s.bar_column = s.keys.size() > 1 ? 1 : static_cast<std::size_t>(-1);
+    add_chart(s, "Generation vs training router flips per MoE layer", "fraction of tokens", cats, series);
+    out.push_back(std::move(s));
+  }
+  if (!first.margin_oracle.empty()) {
+    // Histogram of the oracle margin over (token, MoE layer) pairs, flipped vs kept, per recipe.
+    const std::vector<double> edges = {1e-5, 1e-4, 1e-3, 1e-2, 1e-1};
+    const std::vector<std::string> bins = {"< 1e-5",       "1e-5 .. 1e-4", "1e-4 .. 1e-3",
+                                           "1e-3 .. 1e-2", "1e-2 .. 0.1",  ">= 0.1"};
+    TableSection s;
+    s.id = "routing-margins";
+    s.title = "Oracle router margin of flipped and kept choices";
+    s.notes.push_back(
+        "margin = p_k - p_(k+1) of the float64 oracle router's probabilities, the distance of its k-th "
+        "choice "
+        "from a tie, over every (response token, MoE layer); columns are the fraction of the flipped (gen "
+        "and "
+        "train expert sets differ) and of the kept pairs in each margin bin. Flips far from a tie mean the "
+        "paths' hidden states, not rounding at a near-tie, moved the router.");
+    s.keys = {"margin"};
+    s.headers = {"oracle margin"};
+    std::vector<std::vector<double>> cols;
+    std::vector<std::pair<std::string, std::string>> series;
+    for (const RecipeResult* r : moe) {
+      const RoutingResult& rt = r->routing;
+      if (rt.margin_oracle.empty()) continue;
+      const auto k = static_cast<std::size_t>(rt.k);
+      std::vector<double> flipped(bins.size(), 0.0), kept(bins.size(), 0.0);
+      double nf = 0, nk = 0;
+      for (std::size_t i = 0; i < rt.margin_oracle.size(); ++i) {
+        const bool flip = !std::equal(rt.gen_experts.begin() + static_cast<std::ptrdiff_t>(i * k),
+                                      rt.gen_experts.begin() + static_cast<std::ptrdiff_t>((i + 1) * k),
+                                      rt.train_experts.begin() + static_cast<std::ptrdiff_t>(i * k));
+        const std::size_t b = static_cast<std::size_t>(
+            std::upper_bound(edges.begin(), edges.end(), rt.margin_oracle[i]) - edges.begin());
+        (flip ? flipped : kept)[b] += 1.0;
+        (flip ? nf : nk) += 1.0;
+      }
+      for (auto* v : {&flipped, &kept})
+        for (double& x : *v) x = (v == &flipped ? nf : nk) > 0 ? x / (v == &flipped ? nf : nk) : 0.0;
+      s.keys.push_back(r->name + "/flipped");
+      s.headers.push_back(fmt::format("{}: flipped ({:.0f})", r->name, nf));
+      series.emplace_back(s.keys.back(), r->name + " flipped");
+      s.keys.push_back(r->name + "/kept");
+      s.headers.push_back(fmt::format("{}: kept ({:.0f})", r->name, nk));
+      series.emplace_back(s.keys.back(), r->name + " kept");
+      cols.push_back(std::move(flipped));
+      cols.push_back(std::move(kept));
+    }
+    for (std::size_t b = 0; b < bins.size(); ++b) {
+      std::vector<TableCell> row = {text_cell(bins[b])};
+      for (const auto& c : cols) row.push_back(num_cell(c[b]));
+      s.rows.push_back(std::move(row));
+    }
+    add_chart(s, "Oracle margin of flipped vs kept router choices", "fraction of pairs", bins, series);
+    out.push_back(std::move(s));
+  }
+  {
+    TableSection s;
+    s.id = "routing-divergence";
+    s.title = "Divergence of tokens with and without a router flip";
+    s.notes.push_back(
+        "mean |log ratio| over tokens with a generation/training router flip in any MoE layer and over the "
+        "others (summary attributes mean_abs_log_ratio_flipped / _unflipped; router_flip_frac = the flipped "
+        "tokens' share).");
+    const std::vector<std::string> names = {"router_flip_frac", "mean_router_flip_frac",
+                                            "mean_abs_log_ratio_flipped", "mean_abs_log_ratio_unflipped"};
+    s.keys.push_back("recipe");
+    s.headers.push_back("recipe");
+    for (const auto& n : names) {
+      const MetricInfo* m = find_metric(n);
+      s.keys.push_back(n);
+      s.headers.push_back(m && !m->label.empty() ? m->label : n);
+    }
+    for (const RecipeResult* r : moe) {
+      std::vector<TableCell> row = {text_cell(r->name)};
+      for (const auto& n : names) {
+        const auto it = r->summary.find(n);
+        row.push_back(it == r->summary.end() ? text_cell("-") : num_cell(it->second));
+      }
+      s.rows.push_back(std::move(row));
+    }
+    s.bar_column = column_index(s, "mean_abs_log_ratio_flipped");
+    std::vector<std::string> cats;
+    for (const RecipeResult* r : moe) cats.push_back(r->name);
+    add_chart(s, "Mean |log ratio| of tokens with and without a router flip", "mean |log ratio| (nats)", cats,
+              {{"mean_abs_log_ratio_flipped", "flipped"}, {"mean_abs_log_ratio_unflipped", "unflipped"}});
     out.push_back(std::move(s));
   }
   return out;

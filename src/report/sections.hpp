@@ -44,6 +44,10 @@ TableCell text_cell(std::string s);
 // One section per attribution table present in the run (layers, layer_candidates, knobs,
 // kv_scales, in that order; unknown kinds are skipped). Empty when the run has no /attribution.
 std::vector<TableSection> attribution_sections(const RunData& run);
+// MoE runs (/recipes/<r>/routing): router flips per MoE layer (generation vs training, and each
+// against the oracle), the oracle router's margin p_k - p_(k+1) of flipped vs kept choices as a
+// histogram, and the divergence of tokens with and without a flip. Empty for a dense run.
+std::vector<TableSection> routing_sections(const RunData& run);
 // "Engine vs emulation": one row per recipe and side the engine was compared with (engine_side.hpp),
 // the token count, the headline statistics and the RL-impact fractions of the pair. Empty when the
 // run's inputs carry no engine logprobs.

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "report/sections.hpp"
 #include "rlparity/inspect/inspect.hpp"
 #include "rlparity/io/run_file.hpp"
 #include "rlparity/model/checkpoint.hpp"
@@ -606,6 +607,20 @@ TEST_F(MoeFixture, ReplayRecordsRouterFlipsAndTheirMargins) {
   EXPECT_EQ(back.oracle_experts, rt.oracle_experts);
   EXPECT_EQ(back.margin_oracle, rt.margin_oracle);
   EXPECT_EQ(back.layers, rt.layers);
+  // The report's router-flip sections: per-layer flips, the margin histogram (each column a
+  // distribution over the bins, the flipped count in its header), flipped vs unflipped divergence.
+  const auto sections = report::routing_sections(run);
+  ASSERT_EQ(sections.size(), 3u);
+  EXPECT_DOUBLE_EQ(sections[0].rows.at(0).at(1).value, flips / static_cast<double>(T));
+  const auto& hist = sections[1];
+  EXPECT_EQ(hist.headers.at(1), "bf16: flipped (" + std::to_string(flips) + ")");
+  for (std::size_t c = 1; c < hist.keys.size(); ++c) {
+    double sum = 0;
+    for (const auto& row : hist.rows) sum += row.at(c).value;
+    EXPECT_NEAR(sum, 1.0, 1e-12) << hist.keys[c];
+  }
+  // Flips sit in the lowest margin bins: none at margins >= 0.01.
+  EXPECT_EQ(hist.rows.at(4).at(1).value + hist.rows.at(5).at(1).value, 0.0);
 
   opt.recipe.train_knobs = {{"moe-router-logits", "act"}};
   const RunData same = run_replay(ck, in, opt);
