@@ -211,6 +211,15 @@ Fp8CheckpointQuant parse_quantization_config(const json& q, const std::string& s
   return f;
 }
 
+// Every expert's tensors are named and checked at open: an absurd count (a damaged config) is
+// refused before anything loops over it. Published MoE models have at most a few hundred.
+void check_expert_count(const ModelSpec& s, const std::string& src, const char* key) {
+  constexpr int kMaxExperts = 1 << 16;
+  if (s.num_experts > kMaxExperts)
+    RLP_THROW_INPUT("{}: key '{}' is {}; at most {} experts are supported", src, key, s.num_experts,
+                    kMaxExperts);
+}
+
 // Qwen3-MoE's and Qwen2-MoE's routing keys. The shapes (num_experts, num_experts_per_tok,
 // moe_intermediate_size, and Qwen2-MoE's shared_expert_intermediate_size) are required: every
 // published config states them, and a default would silently change the math. The rest take the
@@ -227,6 +236,7 @@ void parse_moe(const json& c, const std::string& src, ModelSpec& s) {
   if (local && get_positive_int(c, src, "num_local_experts") != s.num_experts)
     RLP_THROW_INPUT("{}: keys 'num_experts' ({}) and 'num_local_experts' ({}) disagree", src, s.num_experts,
                     get_positive_int(c, src, "num_local_experts"));
+  check_expert_count(s, src, "num_experts");
   s.experts_per_tok = get_positive_int(c, src, "num_experts_per_tok");
   s.moe_intermediate = get_positive_int(c, src, "moe_intermediate_size");
   if (s.experts_per_tok > s.num_experts)
@@ -263,6 +273,7 @@ void parse_moe(const json& c, const std::string& src, ModelSpec& s) {
 // trainer that sets it runs a random router, which no replay can reproduce.
 void parse_mixtral(const json& c, const std::string& src, ModelSpec& s) {
   s.num_experts = get_positive_int(c, src, "num_local_experts");
+  check_expert_count(s, src, "num_local_experts");
   s.experts_per_tok = get_positive_int(c, src, "num_experts_per_tok");
   if (s.experts_per_tok > s.num_experts)
     RLP_THROW_INPUT("{}: key 'num_experts_per_tok' ({}) exceeds 'num_local_experts' ({})", src,

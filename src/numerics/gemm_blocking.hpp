@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "rlparity/numerics/gemm.hpp"
@@ -143,6 +144,20 @@ struct Half16Rows {
   void prefetch(int n, int k0, int len) const {
     prefetch_bytes(W + static_cast<size_t>(n) * static_cast<size_t>(K) + static_cast<size_t>(k0), len * 2);
   }
+  float widen1(const uint16_t* h) const {
+    float v = 0.0f;
+    widen_half16(h, 1, fmt, &v);
+    return v;
+  }
+#if defined(__AVX512F__)
+  __m512 widen16(const uint16_t* h) const {
+    const __mmask16 all = 0xFFFF;
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(h));
+    return fmt == Half16::bf16
+               ? _mm512_castsi512_ps(_mm512_maskz_slli_epi32(all, _mm512_maskz_cvtepu16_epi32(all, v), 16))
+               : _mm512_maskz_cvtph_ps(all, v);
+  }
+#endif
 };
 struct Fp8Rows {
   const uint8_t* W;
@@ -155,6 +170,18 @@ struct Fp8Rows {
   void prefetch(int n, int k0, int len) const {
     prefetch_bytes(W + static_cast<size_t>(n) * static_cast<size_t>(K) + static_cast<size_t>(k0), len);
   }
+  float widen1(const uint8_t* c) const {
+    float v = 0.0f;
+    decode(c, 1, &v);
+    return v;
+  }
+#if defined(__AVX512F__)
+  __m512 widen16(const uint8_t* c) const {
+    alignas(64) float v[16];
+    decode(c, 16, v);
+    return _mm512_load_ps(v);
+  }
+#endif
 };
 
 // Packs rows r0.. of an operand for [k0, k0 + kc) and prefetches each row's next KC-slice: a tile walks K
@@ -200,24 +227,20 @@ inline void transpose16(const __m512 r[16], __m512 c[16]) {
   }
 }
 
-// pack_rows for 16-bit weights, 16 rows x 16 k at a time: widened and transposed in registers, so
-// each k's 16 values are stored as one vector instead of 16 scattered floats. Same values, same
-// layout as the generic pack_rows (rows past nrows are zero).
-template <int P>
-requires(P % 16 == 0) void pack_rows(const Half16Rows& src, int r0, int nrows, int k0, int kc, float* dst) {
-  const __mmask16 all = 0xFFFF;
-  auto widen16 = [&](const uint16_t* h) {
-    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(h));
-    return src.fmt == Half16::bf16
-               ? _mm512_castsi512_ps(_mm512_maskz_slli_epi32(all, _mm512_maskz_cvtepu16_epi32(all, v), 16))
-               : _mm512_maskz_cvtph_ps(all, v);
-  };
+// pack_rows for 16-bit weights and fp8 codes, 16 rows x 16 k at a time: widened (decoded) and
+// transposed in registers, so each k's 16 values are stored as one vector instead of 16 scattered
+// floats. Same values, same layout as the generic pack_rows (rows past nrows are zero).
+template <int P, class Rows>
+requires(P % 16 == 0 && (std::is_same_v<Rows, Half16Rows> ||
+                         std::is_same_v<Rows, Fp8Rows>)) void pack_rows(const Rows& src, int r0, int nrows,
+                                                                        int k0, int kc, float* dst) {
+  using Elem = std::remove_cv_t<std::remove_pointer_t<decltype(src.W)>>;
   const int next = std::min(KC, src.K - (k0 + kc));
   const int panels = (nrows + P - 1) / P;
   for (int p = 0; p < panels; ++p) {
     float* d = dst + static_cast<size_t>(p) * static_cast<size_t>(kc) * P;
     for (int g = 0; g < P; g += 16) {
-      const uint16_t* rows[16];
+      const Elem* rows[16];
       int valid = 0;
       for (int i = 0; i < 16; ++i) {
         const int r = p * P + g + i;
@@ -233,15 +256,14 @@ requires(P % 16 == 0) void pack_rows(const Half16Rows& src, int r0, int nrows, i
       if (valid > 0)
         for (; k + 16 <= kc; k += 16) {
           __m512 r[16], c[16];
-          for (int i = 0; i < 16; ++i) r[i] = rows[i] ? widen16(rows[i] + k) : _mm512_setzero_ps();
+          for (int i = 0; i < 16; ++i) r[i] = rows[i] ? src.widen16(rows[i] + k) : _mm512_setzero_ps();
           transpose16(r, c);
           for (int j = 0; j < 16; ++j) _mm512_storeu_ps(d + static_cast<size_t>(k + j) * P + g, c[j]);
         }
       for (; k < kc; ++k)
         for (int i = 0; i < 16; ++i) {
-          float v = 0.0f;
-          if (rows[i]) widen_half16(rows[i] + k, 1, src.fmt, &v);
-          d[static_cast<size_t>(k) * P + static_cast<size_t>(g + i)] = v;
+          d[static_cast<size_t>(k) * P + static_cast<size_t>(g + i)] =
+              rows[i] ? src.widen1(rows[i] + k) : 0.0f;
         }
     }
   }

@@ -26,27 +26,55 @@ uint64_t sat_add(uint64_t a, uint64_t b) {
 uint64_t u(int64_t x) { return x > 0 ? static_cast<uint64_t>(x) : 0; }
 
 struct ParamCounts {
-  uint64_t decoder_linear_per_layer = 0;  // q, k, v, o, gate, up, down weights of one layer
+  // Per layer: the weights of its linears an fp8 path quantizes (q, k, v, o and the dense MLP, or a
+  // MoE layer's experts and shared expert) and their 128x128 blocks.
+  std::vector<uint64_t> linear, fp8_scales;
   uint64_t largest_linear = 0;
-  uint64_t other = 0;                 // embeddings, lm_head copy, norms, biases (never fp8)
-  uint64_t fp8_scales_per_layer = 0;  // 128x128 blocks of one layer's linears
+  uint64_t other = 0;  // embeddings, lm_head copy, norms, biases, routers, shared-expert gates (never fp8)
+  uint64_t linear_total() const {
+    uint64_t t = 0;
+    for (uint64_t x : linear) t = sat_add(t, x);
+    return t;
+  }
 };
 
 ParamCounts count_params(const ModelSpec& s) {
   const uint64_t H = u(s.hidden), I = u(s.intermediate), V = u(s.vocab), hd = u(s.head_dim);
   const uint64_t q = sat_mul(u(s.heads), hd), kv = sat_mul(u(s.kv_heads), hd), L = u(s.layers);
+  const uint64_t E = u(s.num_experts), Im = u(s.moe_intermediate), Is = u(s.shared_expert_intermediate);
   ParamCounts c;
-  const std::pair<uint64_t, uint64_t> shapes[] = {{q, H}, {kv, H}, {kv, H}, {H, q}, {I, H}, {I, H}, {H, I}};
-  for (const auto& [o, i] : shapes) {
-    c.decoder_linear_per_layer = sat_add(c.decoder_linear_per_layer, sat_mul(o, i));
-    c.largest_linear = std::max(c.largest_linear, sat_mul(o, i));
-    c.fp8_scales_per_layer = sat_add(c.fp8_scales_per_layer, sat_mul((o + 127) / 128, (i + 127) / 128));
-  }
   uint64_t per_layer_other = 2 * H;
   if (s.qkv_bias) per_layer_other = sat_add(per_layer_other, q + 2 * kv);
   if (s.qk_norm) per_layer_other = sat_add(per_layer_other, 2 * hd);
   // embed + lm_head (always its own prepared copy, tied or not) + final norm.
   c.other = sat_add(sat_add(sat_mul(2, sat_mul(V, H)), H), sat_mul(L, per_layer_other));
+  for (int l = 0; l < s.layers; ++l) {
+    uint64_t params = 0, blocks = 0;
+    // `count` linears of [o x i] (counted arithmetically: a hostile config's expert count never
+    // becomes a loop or an allocation here).
+    auto add = [&](uint64_t count, uint64_t o, uint64_t i) {
+      params = sat_add(params, sat_mul(count, sat_mul(o, i)));
+      blocks = sat_add(blocks, sat_mul(count, sat_mul((o + 127) / 128, (i + 127) / 128)));
+      c.largest_linear = std::max(c.largest_linear, sat_mul(o, i));
+    };
+    add(1, q, H);
+    add(2, kv, H);
+    add(1, H, q);
+    if (!s.is_moe_layer(l)) {
+      add(2, I, H);
+      add(1, H, I);
+    } else {
+      add(sat_mul(2, E), Im, H);
+      add(E, H, Im);
+      if (Is > 0) {
+        add(2, Is, H);
+        add(1, H, Is);
+      }
+      c.other = sat_add(c.other, sat_mul(sat_add(E, Is > 0 ? 1 : 0), H));  // router, shared-expert gate
+    }
+    c.linear.push_back(params);
+    c.fp8_scales.push_back(blocks);
+  }
   return c;
 }
 
@@ -58,8 +86,18 @@ ParamCounts count_params(const ModelSpec& s) {
 uint64_t path_bytes(const ModelSpec& s, uint64_t n, uint64_t r, uint64_t b) {
   const uint64_t H = u(s.hidden), I = u(s.intermediate), V = u(s.vocab), L = u(s.layers);
   const uint64_t q = sat_mul(u(s.heads), u(s.head_dim)), kv = sat_mul(u(s.kv_heads), u(s.head_dim));
-  const uint64_t act_cols =
-      sat_add(sat_add(sat_mul(5, H), sat_mul(2, q)), sat_add(sat_mul(2, kv), sat_mul(3, I)));
+  // The feed-forward's columns per row: a dense MLP's gate, up and act; a MoE block's router logits,
+  // its k experts' outputs and gathered rows, one expert's gate, up and act at a time, and the
+  // shared expert's.
+  uint64_t ff = sat_mul(3, I);
+  if (s.num_experts > 0) {
+    const uint64_t k = u(s.experts_per_tok);
+    const uint64_t moe =
+        sat_add(sat_add(u(s.num_experts), sat_mul(sat_add(k, 1), H)),
+                sat_add(sat_mul(3, u(s.moe_intermediate)), sat_mul(3, u(s.shared_expert_intermediate))));
+    ff = std::max(ff, moe);
+  }
+  const uint64_t act_cols = sat_add(sat_add(sat_mul(5, H), sat_mul(2, q)), sat_add(sat_mul(2, kv), ff));
   uint64_t e = sat_mul(n, act_cols);                       // activations of one layer
   e = sat_add(e, sat_mul(sat_mul(2, L), sat_mul(n, kv)));  // KV cache
   e = sat_add(e, sat_mul(n, V));                           // logits of every position
@@ -94,14 +132,17 @@ MemoryEstimate estimate_replay_memory(const ReplayPlan& plan, const std::vector<
   uint64_t weights = 0, largest_fp8_temp = 0;
   for (const PathStyle* s : forms) {
     uint64_t fp8_layers = 0;
-    if (s->fp8_linear)
-      for (int l = 0; l < spec.layers; ++l) fp8_layers += s->layer_is_fp8(l, spec.layers) ? 1 : 0;
-    const uint64_t act_layers = L - std::min(L, fp8_layers);
     // Non-decoder tensors at 4 B/param: the embedding is held as floats (the lm_head as 2 B).
     uint64_t b = sat_mul(4, pc.other);
-    b = sat_add(b, sat_mul(2, sat_mul(act_layers, pc.decoder_linear_per_layer)));
-    b = sat_add(
-        b, sat_mul(fp8_layers, sat_add(pc.decoder_linear_per_layer, sat_mul(4, pc.fp8_scales_per_layer))));
+    for (int l = 0; l < spec.layers; ++l) {
+      const auto li = static_cast<std::size_t>(l);
+      if (s->fp8_linear && s->layer_is_fp8(l, spec.layers)) {
+        ++fp8_layers;
+        b = sat_add(b, sat_add(pc.linear[li], sat_mul(4, pc.fp8_scales[li])));
+      } else {
+        b = sat_add(b, sat_mul(2, pc.linear[li]));
+      }
+    }
     weights = sat_add(weights, b);
     if (fp8_layers > 0) {
       ++n_fp8;
@@ -118,10 +159,10 @@ MemoryEstimate estimate_replay_memory(const ReplayPlan& plan, const std::vector<
   if (largest_fp8_temp)
     est.parts.emplace_back("fp8 quantization temporary (largest linear as float32)", largest_fp8_temp);
   if (kv_calibration) {
-    const uint64_t b = sat_mul(4, sat_add(pc.other, sat_mul(L, pc.decoder_linear_per_layer)));
+    const uint64_t b = sat_mul(4, sat_add(pc.other, pc.linear_total()));
     est.parts.emplace_back("fp8 KV-scale calibration: one extra act-dtype form while calibrating", b);
   }
-  const uint64_t n_params = sat_add(pc.other, sat_mul(L, pc.decoder_linear_per_layer));
+  const uint64_t n_params = sat_add(pc.other, pc.linear_total());
   if (opt.oracle)
     est.parts.emplace_back("oracle weights (float64, 8 B/param incl. the lm_head copy)",
                            sat_mul(8, n_params));

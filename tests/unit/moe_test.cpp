@@ -26,6 +26,7 @@
 #include "rlparity/model/oracle_ops.hpp"
 #include "rlparity/model/weights.hpp"
 #include "rlparity/numerics/formats.hpp"
+#include "rlparity/replay/memory_estimate.hpp"
 #include "rlparity/replay/recipe.hpp"
 #include "rlparity/replay/replay.hpp"
 #include "rlparity/util/parallel.hpp"
@@ -162,6 +163,10 @@ TEST_F(MoeCheckpoint, Qwen2MoeAndMixtralConfigs) {
   EXPECT_NE(input_error([&] { parse_model_spec(c, "cfg.json"); }).find("'router_jitter_noise' is 0.01"),
             std::string::npos);
   c["router_jitter_noise"] = 0.0;
+  c["num_local_experts"] = 100000;
+  EXPECT_NE(input_error([&] { parse_model_spec(c, "cfg.json"); }).find("at most 65536 experts"),
+            std::string::npos);
+  c["num_local_experts"] = 4;
   c["num_experts_per_tok"] = 5;
   EXPECT_NE(input_error([&] { parse_model_spec(c, "cfg.json"); }).find("exceeds 'num_local_experts' (4)"),
             std::string::npos);
@@ -476,6 +481,33 @@ TEST_F(MoeCheckpoint, Fp8BlockScaledCheckpointsOfEveryArchitecture) {
       EXPECT_EQ(rr.routing.gen_experts.size(), 6u * 2u * 2u);  // tokens x MoE layers x k
       EXPECT_TRUE(std::isfinite(rr.summary.at("mean_abs_log_ratio")));
     }
+  }
+}
+
+// The memory estimate counts a MoE checkpoint's parameters as stored: every expert, the shared
+// expert, routers and gates (the oracle holds each at 8 B), not a dense MLP per layer.
+TEST_F(MoeCheckpoint, MemoryEstimateCountsEveryExpert) {
+  for (const std::string arch : {"qwen3-moe", "qwen2-moe", "mixtral"}) {
+    RandomCheckpointOptions o;
+    o.arch = arch;
+    o.layers = 3;
+    o.experts = 5;
+    o.intermediate = 40;  // the dense width differs from the experts' (64) and the shared one (96)
+    o.mlp_only_layers = arch == "mixtral" ? std::vector<int>{} : std::vector<int>{1};
+    o.out = (dir_ / arch).string();
+    write_random_checkpoint(o);
+    const Checkpoint ck = Checkpoint::open(o.out);
+    uint64_t stored = 0;
+    for (const auto& [name, t] : ck.tensors()) stored += static_cast<uint64_t>(t.numel());
+    std::vector<InputSequence> in(1);
+    in[0].prompt = {1, 2, 3};
+    in[0].response = {4, 5};
+    in[0].has_response = true;
+    const MemoryEstimate est = estimate_replay_memory(make_replay_plan(ck.spec(), ReplayOptions{}), in, 0);
+    uint64_t oracle = 0;
+    for (const auto& [what, bytes] : est.parts)
+      if (what.rfind("oracle weights", 0) == 0) oracle = bytes;
+    EXPECT_EQ(oracle, 8 * stored) << arch;
   }
 }
 

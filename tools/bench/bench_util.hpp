@@ -95,26 +95,48 @@ inline RandomCheckpointOptions bench_model(const std::string& out) {
   return o;
 }
 
-// Model GEMM FLOPs per token: 2 x the parameters of the decoder linears and the lm_head.
+// Issue 16's MoE benchmark model: Qwen3-MoE-shaped, hidden 1024, 16 experts, top-4, expert
+// intermediate 512, 8 layers (all sparse), 16 heads, 8 KV heads (head_dim 64), vocab 32000, bf16.
+inline RandomCheckpointOptions moe_bench_model(const std::string& out) {
+  RandomCheckpointOptions o = bench_model(out);
+  o.arch = "qwen3-moe";
+  o.experts = 16;
+  o.top_k = 4;
+  o.moe_intermediate = 512;
+  return o;
+}
+
+// Model GEMM FLOPs per token: 2 x the parameters of the decoder linears and the lm_head a token
+// passes through (in a MoE layer: the router, its k experts and a shared expert, not the others).
 inline double linear_flops_per_token(const ModelSpec& sp) {
   const double qo = static_cast<double>(sp.heads) * sp.head_dim,
-               kv = static_cast<double>(sp.kv_heads) * sp.head_dim;
-  const double per_layer = sp.hidden * (2 * qo + 2 * kv) + 3.0 * sp.hidden * sp.intermediate;
-  return 2.0 * (sp.layers * per_layer + static_cast<double>(sp.vocab) * sp.hidden);
+               kv = static_cast<double>(sp.kv_heads) * sp.head_dim, H = sp.hidden;
+  double params = static_cast<double>(sp.vocab) * H;
+  for (int l = 0; l < sp.layers; ++l) {
+    params += H * (2 * qo + 2 * kv);
+    if (!sp.is_moe_layer(l)) {
+      params += 3.0 * H * sp.intermediate;
+      continue;
+    }
+    params += H * sp.num_experts + 3.0 * H * sp.moe_intermediate * sp.experts_per_tok;
+    if (sp.shared_expert_intermediate > 0) params += 3.0 * H * sp.shared_expert_intermediate + H;
+  }
+  return 2.0 * params;
 }
 
 // A scratch directory holding the benchmark checkpoint, removed on destruction. `ok` is false (and
 // a message printed) if the child that writes it failed.
 class BenchCheckpoint {
  public:
-  explicit BenchCheckpoint(const std::string& tag) {
+  explicit BenchCheckpoint(const std::string& tag,
+                           RandomCheckpointOptions (*model)(const std::string&) = &bench_model) {
     std::random_device rd;
     dir_ = std::filesystem::temp_directory_path() / fmt::format("rlp_{}_{}_{}", tag, getpid(), rd());
     const auto t0 = Clock::now();
     const pid_t pid = fork();
     if (pid == 0) {
       try {
-        write_random_checkpoint(bench_model(dir_.string()));
+        write_random_checkpoint(model(dir_.string()));
       } catch (const std::exception& e) {
         fmt::print(stderr, "{}: writing the checkpoint failed: {}\n", tag, e.what());
         _exit(1);

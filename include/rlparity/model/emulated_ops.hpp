@@ -12,6 +12,7 @@
 #include "rlparity/model/model_spec.hpp"
 #include "rlparity/model/ops_contract.hpp"
 #include "rlparity/model/weights.hpp"
+#include "rlparity/numerics/ops.hpp"
 
 namespace rlp {
 
@@ -63,6 +64,10 @@ class EmulatedOps {
   PathStyle style_;
   KvScales kv_scales_;
   std::vector<float> inv_freq_;
+  // rope_entry of positions [0, rope_table_positions_) x the head's frequencies, computed once: every
+  // layer of every call reads the same values (positions beyond are computed as they come).
+  std::vector<num::RopeEntry> rope_table_;
+  int rope_table_positions_ = 0;
   // With tp > 1: per layer, the o_proj [0] and down_proj [1] weights cut into tp K ranges.
   std::vector<std::vector<PreparedLinear>> tp_o_, tp_down_;
   mutable QkvObserver* observer_ = nullptr;

@@ -8,6 +8,7 @@
 #include "rlparity/model/rope.hpp"
 #include "rlparity/numerics/ops.hpp"
 #include "rlparity/util/error.hpp"
+#include "rlparity/util/parallel.hpp"
 
 namespace rlp {
 
@@ -18,6 +19,16 @@ EmulatedOps::EmulatedOps(const ModelSpec& spec, const PreparedWeights& weights, 
   if (style_.kv_cache == KvCacheDtype::fp8 && kv_scales_.empty())
     RLP_THROW("path '{}' has an fp8 KV cache but no KV scales were calibrated", style_.name);
   for (double f : rope_inv_freq(spec)) inv_freq_.push_back(static_cast<float>(f));
+  constexpr int kRopeTablePositions = 8192;
+  rope_table_positions_ = std::min(spec_.max_positions, kRopeTablePositions);
+  const std::size_t half = inv_freq_.size();
+  rope_table_.resize(static_cast<std::size_t>(rope_table_positions_) * half);
+  parallel_for(static_cast<std::size_t>(rope_table_positions_), 64, [&](std::size_t p0, std::size_t p1) {
+    for (std::size_t p = p0; p < p1; ++p)
+      for (std::size_t i = 0; i < half; ++i)
+        rope_table_[p * half + i] =
+            num::rope_entry(static_cast<float>(p), inv_freq_[i], style_.rope_table_rounded, style_.act);
+  });
   if (style_.tp != 1) init_tensor_parallel();
 }
 

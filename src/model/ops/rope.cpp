@@ -1,5 +1,6 @@
 // RoPE on the CPU: vLLM's rotary kernel (table and products in the act format) or TE's fused RoPE
 // (fp32); the mirror of kernels/rope.cu. The element rules are num::rope_entry and num::rope_rotate.
+#include <algorithm>
 #include <vector>
 
 #include "op_grain.hpp"
@@ -24,10 +25,15 @@ void EmulatedOps::rope(Mat& q, Mat& k, const int* positions) const {
       }
     };
     for (int r = static_cast<int>(r0); r < static_cast<int>(r1); ++r) {
-      const float pos = static_cast<float>(positions[r]);
-      for (int i = 0; i < half; ++i)
-        table[static_cast<std::size_t>(i)] =
-            num::rope_entry(pos, inv_freq_[static_cast<std::size_t>(i)], rounded, style_.act);
+      if (positions[r] < rope_table_positions_) {
+        const auto at = static_cast<std::ptrdiff_t>(positions[r]) * half;
+        std::copy_n(rope_table_.begin() + at, half, table.begin());
+      } else {
+        const float pos = static_cast<float>(positions[r]);
+        for (int i = 0; i < half; ++i)
+          table[static_cast<std::size_t>(i)] =
+              num::rope_entry(pos, inv_freq_[static_cast<std::size_t>(i)], rounded, style_.act);
+      }
       rotate(q, r);
       rotate(k, r);
     }
