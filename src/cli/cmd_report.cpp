@@ -21,6 +21,7 @@ namespace {
 struct ReportArgs {
   std::string run, out = "rlparity-report.html", markdown, baseline, thresholds, preset, inspect;
   std::size_t worst = 50;
+  double birth_threshold = 1e-2;
   bool quiet = false;
 };
 
@@ -56,6 +57,7 @@ int run_report(const ReportArgs& a) {
   report::ReportOptions opt;
   opt.run_path = a.run;
   opt.worst_tokens = a.worst;
+  opt.birth_threshold = a.birth_threshold;
   InspectResult inspected;
   if (!a.inspect.empty()) {
     inspected = read_inspect_file(a.inspect);
@@ -105,6 +107,11 @@ void setup_report(CLI::App& app, CommandRegistry& registry) {
   sub->add_option("--worst", args->worst, "rows of each worst-tokens table in the HTML report")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
+  sub->add_option("--birth-threshold", args->birth_threshold,
+                  "relative hidden-state divergence |h_gen - h_train| / |h_train| at which the token x layer "
+                  "heatmap marks a token's mismatch as born")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   sub->add_flag("-q,--quiet", args->quiet, "print nothing on success");
   registry.add(sub, [args] { return run_report(*args); });
 }

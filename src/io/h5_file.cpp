@@ -90,6 +90,8 @@ NumberTypes number_types() {
     return {H5T_STD_I64LE, H5T_NATIVE_INT64};
   else if constexpr (std::is_same_v<T, uint64_t>)
     return {H5T_STD_U64LE, H5T_NATIVE_UINT64};
+  else if constexpr (std::is_same_v<T, float>)
+    return {H5T_IEEE_F32LE, H5T_NATIVE_FLOAT};
   else
     return {H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE};
 }
@@ -597,6 +599,7 @@ bool Group::dataset_is_string(const std::string& name) const {
 RLP_H5_STORED_NUMBER(int32_t)
 RLP_H5_STORED_NUMBER(int64_t)
 RLP_H5_STORED_NUMBER(uint64_t)
+RLP_H5_STORED_NUMBER(float)
 RLP_H5_STORED_NUMBER(double)
 #undef RLP_H5_STORED_NUMBER
 

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <set>
 
 #include "rlparity/io/h5_file.hpp"
@@ -106,12 +107,18 @@ void validate(const RunData& run) {
   }
 }
 
+// A group of 1-D float64 datasets; `extra` (optional) adds datasets of other shapes before it closes.
 void write_metric_group(h5::Group& parent, const std::string& name,
-                        const std::map<std::string, std::vector<double>>& metrics) {
+                        const std::map<std::string, std::vector<double>>& metrics,
+                        const std::function<void(h5::Group&)>& extra = {}) {
   h5::Group g = parent.create_group(name);
   for (const auto& [k, v] : metrics) g.write_dataset(k, v);
+  if (extra) extra(g);
   g.close();
 }
+
+// The 2-D token x layer dataset of a recipe's /layers group.
+constexpr const char* kTokenRelL2 = "token_rel_l2";
 
 // /recipes/<name>/routing of a MoE run (docs/hdf5-schema.md): token x MoE layer (x k) arrays.
 void write_routing_group(h5::Group& recipe, const RoutingResult& rt) {
@@ -169,7 +176,16 @@ void write_contents(h5::Group& file, const RunData& run) {
     for (const auto& [k, v] : r.summary) g.write_attr<double>(k, v);
     write_metric_group(g, "tokens", r.tokens);
     write_metric_group(g, "sequences", r.sequences);
-    write_metric_group(g, "layers", r.layers);
+    write_metric_group(g, "layers", r.layers, [&](h5::Group& layers) {
+      if (r.token_rel_l2.empty()) return;
+      const auto L = static_cast<uint64_t>(
+          r.layers.count("rel_l2_gen_train") ? r.layers.at("rel_l2_gen_train").size() : 0);
+      if (L == 0 || r.token_rel_l2.size() % L != 0)
+        throw H5Failure("recipe '" + r.name + "': token_rel_l2 holds " +
+                        std::to_string(r.token_rel_l2.size()) + " values, not tokens x " + std::to_string(L) +
+                        " layers");
+      layers.write_dataset(kTokenRelL2, r.token_rel_l2, {r.token_rel_l2.size() / L, L});
+    });
     if (!r.engine.empty()) write_metric_group(g, "engine", r.engine);
     if (!r.routing.empty()) write_routing_group(g, r.routing);
     g.close();
@@ -194,8 +210,22 @@ std::map<std::string, std::vector<double>> read_metric_group(const h5::Group& pa
   std::map<std::string, std::vector<double>> out;
   if (!parent.has_link(name)) throw H5Failure("missing group " + parent.path() + "/" + name);
   const h5::Group g = parent.open_group(name);
-  for (const auto& k : g.links()) out[k] = g.read_dataset<double>(k);
+  for (const auto& k : g.links())
+    if (k != kTokenRelL2) out[k] = g.read_dataset<double>(k);
   return out;
+}
+
+// /recipes/<name>/layers/token_rel_l2 (tokens x layers, float32), checked against the recipe's
+// response tokens and layers; empty when absent (compare runs, files of earlier versions).
+std::vector<float> read_token_rel_l2(const h5::Group& recipe, std::size_t tokens, std::size_t layers) {
+  const h5::Group g = recipe.open_group("layers");
+  if (!g.has_link(kTokenRelL2)) return {};
+  std::vector<uint64_t> shape;
+  std::vector<float> v = g.read_dataset<float>(kTokenRelL2, shape);
+  if (shape != std::vector<uint64_t>{tokens, layers})
+    throw H5Failure(g.path() + "/" + kTokenRelL2 + " is not (" + std::to_string(tokens) + " tokens, " +
+                    std::to_string(layers) + " layers)");
+  return v;
 }
 
 // /recipes/<name>/routing back into a RoutingResult, every array's shape checked against the
@@ -301,6 +331,12 @@ RunData read_contents(const h5::Group& file) {
     r.tokens = read_metric_group(g, "tokens");
     r.sequences = read_metric_group(g, "sequences");
     r.layers = read_metric_group(g, "layers");
+    {
+      const auto tok = r.tokens.find("logp_gen");
+      const auto lay = r.layers.find("rel_l2_gen_train");
+      r.token_rel_l2 = read_token_rel_l2(g, tok == r.tokens.end() ? 0 : tok->second.size(),
+                                         lay == r.layers.end() ? 0 : lay->second.size());
+    }
     if (g.has_link("engine")) r.engine = read_metric_group(g, "engine");
     if (g.has_link("routing")) {
       const auto it = r.tokens.find("logp_gen");

@@ -235,6 +235,7 @@ void gather_sequence_results(Job& job, const Sharding& shard, const std::vector<
                              std::size_t sums_per_seq,
                              std::vector<std::map<std::string, std::vector<double>>>& tok,
                              std::vector<double>& logp_oracle, std::vector<double>& layer_sums,
+                             std::vector<std::vector<float>>& token_rel, std::size_t layers,
                              RoutingSlots& routing) {
   auto each_slot = [&](std::size_t i, const auto& visit) {
     const auto b = static_cast<std::size_t>(resp_off[i]);
@@ -243,6 +244,7 @@ void gather_sequence_results(Job& job, const Sharding& shard, const std::vector<
       for (auto& [name, values] : metrics) visit(values.data() + b, n);
     if (!logp_oracle.empty()) visit(logp_oracle.data() + b, n);
     visit(layer_sums.data() + i * sums_per_seq, sums_per_seq);
+    for (auto& t : token_rel) visit(t.data() + b * layers, n * layers);
     const std::size_t per = routing.per_token(), M = routing.moe_layers.size();
     for (auto* side : {&routing.gen, &routing.train})
       for (auto& ids : *side) visit(ids.data() + b * per, n * per);
@@ -364,6 +366,8 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
     for (const char* name : kTokenMetrics) m[name].assign(T, 0.0);
   std::vector<double> logp_oracle(opt.oracle ? T : 0);
   std::vector<double> layer_sums(S * NR * L * kNumLayerSums, 0.0);
+  // Per recipe, response token x layer: |g - t| / |t| of that token's hidden state (token_rel_l2).
+  std::vector<std::vector<float>> token_rel(NR, std::vector<float>(T * L, 0.0f));
   RoutingSlots routing(spec, NR, T, opt.oracle);
   const int64_t total_tokens = static_cast<int64_t>(T * NR);
   int64_t done_tokens = 0;
@@ -458,6 +462,14 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
                 routing.store(routing.train[ri], at, t.experts, j);
               }
             }
+            float* rel = token_rel[ri].data() + off * L;
+            for (int j = 0; j < group[gi].response_len; ++j)
+              for (std::size_t l = 0; l < L; ++l) {
+                const double d = sq_diff(g.hidden[l].row(j), t.hidden[l].row(j)),
+                             n = sq_norm(t.hidden[l].row(j));
+                rel[static_cast<std::size_t>(j) * L + l] =
+                    n > 0 ? static_cast<float>(std::sqrt(d / n)) : 0.0f;
+              }
             for (std::size_t l = 0; l < L; ++l) {
               double* sums = &layer_sums[((i * NR + ri) * L + l) * kNumLayerSums];
               sums[kGT] = sq_diff(g.hidden[l], t.hidden[l]);
@@ -478,7 +490,7 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
   job.run_step(replay_my_sequences, total_tokens, progress);
   if (job.distributed())
     gather_sequence_results(job, shard, resp_off, NR * L * kNumLayerSums, tok, logp_oracle, layer_sums,
-                            routing);
+                            token_rel, L, routing);
 
   // 5. Per recipe: layer divergences (sums reduced in sequence order), statistics, settings.
   for (std::size_t ri = 0; ri < NR; ++ri) {
@@ -497,6 +509,7 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
       to[l] = acc[kO] > 0 ? std::sqrt(acc[kTO] / acc[kO]) : 0.0;
     }
     r.layers["rel_l2_gen_train"] = gt;
+    r.token_rel_l2 = std::move(token_rel[ri]);
     if (opt.oracle) {
       r.layers["rel_l2_gen_oracle"] = go;
       r.layers["rel_l2_train_oracle"] = to;

@@ -11,6 +11,42 @@
 
 namespace rlp::report {
 
+MismatchBirth mismatch_birth(const RunData& run, const RecipeResult& recipe, double threshold,
+                             std::size_t max_tokens) {
+  MismatchBirth b;
+  const auto lay = recipe.layers.find("rel_l2_gen_train");
+  if (recipe.token_rel_l2.empty() || lay == recipe.layers.end() || lay->second.empty()) return b;
+  const std::size_t L = lay->second.size(), T = recipe.token_rel_l2.size() / L;
+  b.layers = static_cast<int>(L);
+  b.threshold = threshold;
+  b.born_at.assign(L, 0);
+  b.first_layer.assign(T, -1);
+  for (std::size_t t = 0; t < T; ++t) {
+    for (std::size_t l = 0; l < L; ++l)
+      if (recipe.token_rel_l2[t * L + l] >= threshold) {
+        b.first_layer[t] = static_cast<int>(l);
+        ++b.born_at[l];
+        break;
+      }
+    if (b.first_layer[t] < 0) ++b.never;
+  }
+  const std::vector<int64_t> ro = response_offsets(run.seq_offsets, run.prompt_lengths);
+  const auto seq = recipe.sequences.find("mean_abs_log_ratio");
+  double worst = -1;
+  for (std::size_t s = 0; s + 1 < ro.size(); ++s) {
+    const double v = seq != recipe.sequences.end() && s < seq->second.size() ? seq->second[s] : 0.0;
+    if (ro[s + 1] > ro[s] && v > worst) {
+      worst = v;
+      b.sequence = s;
+    }
+  }
+  if (b.sequence + 1 < ro.size()) {
+    b.token0 = static_cast<std::size_t>(ro[b.sequence]);
+    b.tokens = std::min(max_tokens, static_cast<std::size_t>(ro[b.sequence + 1] - ro[b.sequence]));
+  }
+  return b;
+}
+
 std::vector<WorstToken> worst_tokens(const RunData& run, const RecipeResult& recipe, std::size_t cap) {
   std::vector<WorstToken> out;
   const auto* lr = token_metric(recipe, "log_ratio");

@@ -193,6 +193,49 @@ PlotData prepare_plots(const RunData& run, const ReportOptions& opt) {
   return p;
 }
 
+namespace {
+
+// The token x layer divergence of the recipe's worst sequence (token_rel_l2), the first layer at the
+// birth threshold outlined per token, and how many of all the run's tokens are born at each layer.
+std::string birth_heatmap(const RunData& run, const RecipeResult& r, const std::string& sid,
+                          const ReportOptions& opt) {
+  const MismatchBirth b = mismatch_birth(run, r, opt.birth_threshold, opt.heatmap_tokens);
+  if (b.layers == 0 || b.tokens == 0) return {};
+  const auto L = static_cast<std::size_t>(b.layers);
+  std::vector<double> cells(L * b.tokens);
+  std::vector<int> marks(b.tokens);
+  for (std::size_t c = 0; c < b.tokens; ++c) {
+    for (std::size_t l = 0; l < L; ++l) cells[l * b.tokens + c] = r.token_rel_l2[(b.token0 + c) * L + l];
+    marks[c] = b.first_layer[b.token0 + c];
+  }
+  const std::string seq_id =
+      b.sequence < run.seq_ids.size() ? run.seq_ids[b.sequence] : std::to_string(b.sequence);
+  PlotOptions po;
+  po.id = "birth-" + sid;
+  po.title = fmt::format("Where the mismatch is born: {}, sequence {}", r.name, seq_id);
+  po.note = fmt::format(
+      "|h_gen - h_train| / |h_train| per response token and layer (log scale); outlined: the first "
+      "layer >= {}",
+      format_sig(b.threshold, 3));
+  po.x = Axis{"response token", "", false, {}, {}};
+  po.y = Axis{"decoder layer", "", false, {}, {}};
+  po.width = 900;
+  po.height = std::max(220, std::min(520, 60 + 14 * b.layers));
+  std::string o = heatmap_plot(po, b.layers, static_cast<int>(b.tokens), cells, 1e-4, 1.0, true, marks);
+  std::string counts;
+  for (std::size_t l = 0; l < L; ++l)
+    if (b.born_at[l] > 0)
+      counts += fmt::format("{}layer {}: {}", counts.empty() ? "" : ", ", l, b.born_at[l]);
+  o += fmt::format(
+      "<p class=\"note\" data-birth=\"{}\">Mismatch born (first layer with |h_gen - h_train| / |h_train| "
+      "&gt;= {}) over "
+      "all {} response tokens: {}{}never: {}.</p>\n",
+      sid, format_sig(b.threshold, 3), b.first_layer.size(), counts, counts.empty() ? "" : "; ", b.never);
+  return o;
+}
+
+}  // namespace
+
 std::string recipe_plots(const RunData& run, std::size_t ri, const PlotData& p, const ReportOptions& opt) {
   const RecipeResult& r = run.recipes[ri];
   const std::string sid = slug(r.name);
@@ -224,6 +267,7 @@ std::string recipe_plots(const RunData& run, std::size_t ri, const PlotData& p, 
   }
   o += layer_bars("layers-" + sid, "Per-layer hidden-state divergence: " + r.name,
                   "relative L2 ||a - b|| / ||b||", bars);
+  o += birth_heatmap(run, r, sid, opt);
   o += "</div>\n";
   return o;
 }

@@ -133,6 +133,16 @@ std::string render_markdown(const RunData& run, const ReportOptions& opt) {
                        std::isnan(w.kl) ? "-" : format_sig(w.kl, 6));
     o += fmt::format("\n{} of {} tokens omitted (showing the {} with the largest |log ratio|).\n",
                      n - rows.size(), n, rows.size());
+    const MismatchBirth b = mismatch_birth(run, r, opt.birth_threshold, 0);
+    if (b.layers > 0) {
+      o += fmt::format(
+          "\nMismatch born (first layer with \\|h_gen - h_train\\| / \\|h_train\\| >= {}), {} tokens:",
+          format_sig(b.threshold, 3), b.first_layer.size());
+      for (int l = 0; l < b.layers; ++l)
+        if (b.born_at[static_cast<std::size_t>(l)] > 0)
+          o += fmt::format(" layer {}: {};", l, b.born_at[static_cast<std::size_t>(l)]);
+      o += fmt::format(" never: {}.\n", b.never);
+    }
   }
   for (const auto& s : engine_sections(run)) o += table_section_md(s);
   const auto routing = routing_sections(run);

@@ -136,11 +136,11 @@ Canvas open_plot(const PlotOptions& opt, const std::vector<std::pair<std::string
   return c;
 }
 
-void draw_axes(Canvas& c, const PlotOptions& opt, bool x_ticks = true) {
+void draw_axes(Canvas& c, const PlotOptions& opt, bool x_ticks = true, bool y_ticks = true) {
   const Frame& f = c.f;
   auto& o = c.out;
   o += "<g class=\"axes\">";
-  for (double t : axis_ticks(f.ylo, f.yhi, f.ylog)) {
+  for (double t : y_ticks ? axis_ticks(f.ylo, f.yhi, f.ylog) : std::vector<double>{}) {
     const double y = f.Y(t);
     o += fmt::format(R"(<line class="grid" x1="{}" y1="{}" x2="{}" y2="{}"/>)", px(f.x0), px(y), px(f.x1),
                      px(y));
@@ -513,6 +513,72 @@ std::string bar_chart(const PlotOptions& opt, const std::vector<std::string>& ca
     }
     c.out += "</g>";
   }
+  c.out += "</g>\n</svg>\n";
+  return c.out;
+}
+
+std::string heatmap_plot(const PlotOptions& opt, int rows, int cols, const std::vector<double>& values,
+                         double lo, double hi, bool log_scale, const std::vector<int>& marks) {
+  if (rows <= 0 || cols <= 0 ||
+      values.size() != static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols) || !(hi > lo) ||
+      (log_scale && !(lo > 0)))
+    return no_data_plot(opt, "no data");
+  // A sequential scale, light (small) to dark red (large): ColorBrewer YlOrRd, 9 classes.
+  static const char* const kScale[] = {"#ffffcc", "#ffeda0", "#fed976", "#feb24c", "#fd8d3c",
+                                       "#fc4e2a", "#e31a1c", "#bd0026", "#800026"};
+  constexpr int kLevels = 9;
+  auto level = [&](double v) {
+    if (std::isnan(v)) return -1;
+    if (v <= lo || (log_scale && v <= 0)) return 0;
+    const double t = Frame::norm(v, lo, hi, log_scale);
+    return std::clamp(static_cast<int>(t * kLevels), 0, kLevels - 1);
+  };
+  Canvas c =
+      open_plot(opt, {}, Range{0, static_cast<double>(cols)}, Range{0, static_cast<double>(rows)}, false);
+  c.f.x1 -= 64;  // room for the colour bar
+  draw_axes(c, opt, true, false);
+  const Frame& f = c.f;
+  const double cw = (f.x1 - f.x0) / cols, ch = (f.y1 - f.y0) / rows;
+  // Row labels at the rows' centres (every k-th when the rows are too thin for all).
+  c.out += "<g class=\"axes\">";
+  for (int r = 0, every = std::max(1, static_cast<int>(std::ceil(11.0 / ch))); r < rows; r += every)
+    c.out += fmt::format(R"(<text class="tick" x="{}" y="{}" text-anchor="end">{}</text>)", px(f.x0 - 5),
+                         px(f.y1 - (r + 0.5) * ch + 3.5), r);
+  c.out += "</g>";
+  c.out += "<g class=\"data\">";
+  for (int r = 0; r < rows; ++r) {
+    const double y = f.y1 - (r + 1) * ch;
+    for (int c0 = 0; c0 < cols;) {
+      const int lv = level(values[static_cast<std::size_t>(r) * static_cast<std::size_t>(cols) +
+                                  static_cast<std::size_t>(c0)]);
+      int c1 = c0 + 1;
+      while (c1 < cols && level(values[static_cast<std::size_t>(r) * static_cast<std::size_t>(cols) +
+                                       static_cast<std::size_t>(c1)]) == lv)
+        ++c1;
+      if (lv >= 0)
+        c.out += fmt::format(R"(<rect x="{}" y="{}" width="{}" height="{}" fill="{}"/>)", px(f.x0 + c0 * cw),
+                             px(y), px((c1 - c0) * cw), px(ch), kScale[lv]);
+      c0 = c1;
+    }
+  }
+  std::string d;
+  for (int col = 0; col < cols && col < static_cast<int>(marks.size()); ++col) {
+    const int r = marks[static_cast<std::size_t>(col)];
+    if (r < 0 || r >= rows) continue;
+    d += fmt::format("M{} {}h{}v{}h{}z", px(f.x0 + col * cw), px(f.y1 - (r + 1) * ch), px(cw), px(ch),
+                     px(-cw));
+  }
+  if (!d.empty())
+    c.out += fmt::format(R"(<path class="marks" d="{}" fill="none" stroke="#000" stroke-width="1"/>)", d);
+  c.out += "</g>\n<g class=\"colorbar\">";
+  const double bx = f.x1 + 18, bh = (f.y1 - f.y0) / kLevels;
+  for (int k = 0; k < kLevels; ++k)
+    c.out += fmt::format(R"(<rect x="{}" y="{}" width="12" height="{}" fill="{}"/>)", px(bx),
+                         px(f.y1 - (k + 1) * bh), px(bh), kScale[k]);
+  c.out +=
+      fmt::format(R"(<text class="tick" x="{}" y="{}">{}</text>)", px(bx + 15), px(f.y1), format_sig(lo, 2));
+  c.out += fmt::format(R"(<text class="tick" x="{}" y="{}">{}</text>)", px(bx + 15), px(f.y0 + 8),
+                       format_sig(hi, 2));
   c.out += "</g>\n</svg>\n";
   return c.out;
 }

@@ -103,6 +103,56 @@ TEST(Replay, IdenticalPathsGiveZeroDivergence) {
   }
 }
 
+// token_rel_l2 (tokens x layers): each response token's |h_gen - h_train| / |h_train| after every
+// layer, recomputed here from the two paths run on their own; zero where the paths are identical.
+TEST(Replay, TokenLayerDivergenceMatchesThePathsHiddenStates) {
+  ReplayOptions opt;
+  opt.recipes = {"fp8-gen"};
+  std::vector<InputSequence> in = small_inputs();
+  const RunData run = replay(opt, in);
+  const RecipeResult& r = run.recipes[0];
+  const ModelSpec& spec = stories().spec();
+  const auto L = static_cast<std::size_t>(spec.layers);
+  const std::size_t T = r.tokens.at("logp_gen").size();
+  ASSERT_EQ(r.token_rel_l2.size(), T * L);
+  const ReplayPlan plan = make_replay_plan(spec, opt);
+  const Recipe& rc = plan.recipes[0];
+  const PreparedWeights wg = prepare_weights(stories(), rc.gen), wt = prepare_weights(stories(), rc.train);
+  std::vector<SeqTokens> group;
+  for (const auto& s : in) {
+    SeqTokens t;
+    t.tokens = s.prompt;
+    t.tokens.insert(t.tokens.end(), s.response.begin(), s.response.end());
+    t.prompt_len = static_cast<int>(s.prompt.size());
+    t.response_len = static_cast<int>(s.response.size());
+    group.push_back(t);
+  }
+  const EmulatedRunner gen(spec, wg, rc.gen, nullptr), train(spec, wt, rc.train, nullptr);
+  const auto g = gen.run(rc.gen.mode, group, true), t = train.run(rc.train.mode, group, true);
+  std::size_t at = 0, nonzero = 0;
+  for (std::size_t i = 0; i < group.size(); ++i)
+    for (int j = 0; j < group[i].response_len; ++j, ++at)
+      for (std::size_t l = 0; l < L; ++l) {
+        double d = 0, n = 0;
+        for (int h = 0; h < spec.hidden; ++h) {
+          const double a = g[i].hidden[l](j, h), b = t[i].hidden[l](j, h);
+          d += (a - b) * (a - b);
+          n += b * b;
+        }
+        const float want = static_cast<float>(std::sqrt(d / n));
+        EXPECT_EQ(r.token_rel_l2[at * L + l], want) << "token " << at << " layer " << l;
+        nonzero += want > 0 ? 1 : 0;
+      }
+  EXPECT_GT(nonzero, T * L / 2);
+  // Identical paths: every entry is zero.
+  PathStyle base = default_training_style();
+  opt.recipes = {"bf16"};
+  opt.recipe = identical_paths(base);
+  const RunData same = replay(opt);
+  ASSERT_EQ(same.recipes[0].token_rel_l2.size(), T * L);
+  for (float v : same.recipes[0].token_rel_l2) ASSERT_EQ(v, 0.0f);
+}
+
 // Decode (prefill + one token at a time with a KV cache) against one teacher-forced pass, all other
 // knobs equal and kernel selection independent of M: rows are computed independently, so equal.
 TEST(Replay, DecodeEqualsTeacherForcedWhenKernelsMatch) {

@@ -93,6 +93,9 @@ rlp::RunData make_run(const SynthSpec& sp) {
     r.layers["rel_l2_gen_train"] = gt;
     r.layers["rel_l2_gen_oracle"] = go;
     r.layers["rel_l2_train_oracle"] = to;
+    for (std::size_t i = 0; i < R; ++i)
+      for (std::size_t l = 0; l < sp.layers; ++l)
+        r.token_rel_l2.push_back(static_cast<float>(scale * static_cast<double>(l + 1) * (0.5 + unif(rng))));
     rlp::compute_recipe_statistics(r, ro, rlp::StatsOptions{});
     run.recipes.push_back(std::move(r));
   }
@@ -236,6 +239,27 @@ TEST(ReportSvg, PlotsAreWellFormedAndDrawEverySeries) {
   EXPECT_NE(empty.find("no data"), std::string::npos);
 }
 
+TEST(ReportSvg, HeatmapMergesEqualCellsAndOutlinesMarks) {
+  rlp::report::PlotOptions o;
+  o.id = "h";
+  o.title = "H";
+  // Row 0: four cells of one colour class (one rectangle); row 1: 1e-4 .. 1 (four classes).
+  const std::vector<double> v = {1e-3, 1e-3, 1e-3, 1e-3, 1e-4, 1e-3, 1e-1, 1.0};
+  const std::string svg = rlp::report::heatmap_plot(o, 2, 4, v, 1e-4, 1.0, true, {1, -1, 0, 1});
+  const auto root = rlp_test::parse_xml(svg);
+  const auto data = find_all(root, [](const XmlElement& e) { return attr(e, "class") == "data"; });
+  ASSERT_EQ(data.size(), 1u);
+  std::size_t rects = 0;
+  for (const auto& ch : data[0]->children) rects += ch.name == "rect" ? 1 : 0;
+  EXPECT_EQ(rects, 1u + 4u);
+  const auto marks = find_all(root, [](const XmlElement& e) { return attr(e, "class") == "marks"; });
+  ASSERT_EQ(marks.size(), 1u);
+  const std::string d = attr(*marks[0], "d");
+  EXPECT_EQ(std::count(d.begin(), d.end(), 'M'), 3);
+  EXPECT_NE(rlp::report::heatmap_plot(o, 2, 4, {1.0}, 1e-4, 1.0, true, {}).find("no data"),
+            std::string::npos);
+}
+
 // ---- HTML report ----
 
 class ReportHtml : public ::testing::Test {
@@ -261,6 +285,27 @@ rlp_test::TempDir* ReportHtml::dir_ = nullptr;
 std::string ReportHtml::path_;
 rlp::RunData* ReportHtml::run_ = nullptr;
 std::string* ReportHtml::html_ = nullptr;
+
+// The token x layer heatmap of each recipe and its birth counts, recounted here from token_rel_l2.
+TEST_F(ReportHtml, MismatchBirthHeatmapAndCounts) {
+  const std::string md = rlp::report::render_markdown(*run_, default_opts());
+  for (const auto& r : run_->recipes) {
+    EXPECT_NE(html_->find("data-plot=\"birth-" + r.name + "\""), std::string::npos) << r.name;
+    const std::size_t L = r.layers.at("rel_l2_gen_train").size(), T = r.token_rel_l2.size() / L;
+    std::vector<std::size_t> born(L, 0);
+    std::size_t never = 0;
+    for (std::size_t t = 0; t < T; ++t) {
+      std::size_t l = 0;
+      while (l < L && !(r.token_rel_l2[t * L + l] >= 1e-2f)) ++l;
+      (l < L ? born[l] : never) += 1;
+    }
+    std::string want = " " + std::to_string(T) + " tokens:";
+    for (std::size_t l = 0; l < L; ++l)
+      if (born[l] > 0) want += " layer " + std::to_string(l) + ": " + std::to_string(born[l]) + ";";
+    want += " never: " + std::to_string(never) + ".";
+    EXPECT_NE(md.find(want), std::string::npos) << r.name << ": " << want;
+  }
+}
 
 TEST_F(ReportHtml, IsWellFormed) {
   XmlElement root;
@@ -330,6 +375,7 @@ TEST_F(ReportHtml, EveryPlotHasDataForEachRecipe) {
     EXPECT_TRUE(ids.count(cmp)) << cmp;
   for (const auto* p : plots) {
     const std::string id = attr(*p, "data-plot");
+    if (id.rfind("birth-", 0) == 0) continue;  // heatmaps: MismatchBirthHeatmapAndCounts
     // Which series must be drawn: the recipe of a per-recipe plot, all recipes in a comparison;
     // the per-layer plot of one recipe draws the three layer metrics.
     std::set<std::string> want;

@@ -68,6 +68,7 @@ RunData make_run(int S = 4, int response_scale = 1) {
                  {"kl_gen_train", kl}, {"kl_train_gen", klr}, {"top1_agree", agree}};
     rr.layers["rel_l2_gen_train"] = {1e-3, 2e-3, 3e-3, 4e-3, 5e-3};
     rr.layers["rel_l2_gen_oracle"] = {1e-4, 2e-4, 3e-4, 4e-4, 5e-4};
+    for (int64_t i = 0; i < R * 5; ++i) rr.token_rel_l2.push_back(static_cast<float>(u(rng)) * 1e-2f);
     compute_recipe_statistics(rr, response_offsets(run.seq_offsets, run.prompt_lengths), StatsOptions{});
     run.recipes.push_back(std::move(rr));
   }
@@ -109,6 +110,7 @@ void expect_equal(const RunData& a, const RunData& b) {
     EXPECT_TRUE(same(a.recipes[i].tokens, b.recipes[i].tokens));
     EXPECT_TRUE(same(a.recipes[i].sequences, b.recipes[i].sequences));
     EXPECT_TRUE(same(a.recipes[i].layers, b.recipes[i].layers));
+    EXPECT_EQ(a.recipes[i].token_rel_l2, b.recipes[i].token_rel_l2);
     // Summaries may hold NaN (e.g. undefined stds): compare bit patterns.
     ASSERT_EQ(a.recipes[i].summary.size(), b.recipes[i].summary.size());
     for (const auto& [k, v] : a.recipes[i].summary) {

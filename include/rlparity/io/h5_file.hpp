@@ -25,7 +25,7 @@ struct H5Failure : std::runtime_error {
 // The number types attributes and datasets hold, each stored little-endian in its own width.
 template <class T>
 concept StoredNumber = std::same_as<T, int32_t> || std::same_as<T, int64_t> || std::same_as<T, uint64_t> ||
-    std::same_as<T, double>;
+    std::same_as<T, float> || std::same_as<T, double>;
 
 // A group (or the file's root group) open for writing or reading. Closed on destruction; close()
 // closes it now and reports a failure. Attribute and dataset names are single link names.

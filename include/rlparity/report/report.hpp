@@ -27,6 +27,8 @@ struct ReportOptions {
   std::size_t max_positions = 400;         // points of the per-position curves (positions bucketed beyond)
   const InspectResult* inspect = nullptr;  // --inspect FILE: its per-tensor and per-layer sections
   std::string inspect_path;
+  double birth_threshold = 1e-2;     // token_rel_l2 at which the mismatch counts as born (--birth-threshold)
+  std::size_t heatmap_tokens = 160;  // response tokens drawn in the token x layer heatmap
 };
 
 // One row of a worst-tokens table: the response tokens with the largest |log ratio| (ties: earlier
@@ -50,6 +52,23 @@ struct PositionCurve {
 };
 PositionCurve per_position_mean(const RunData& run, const std::vector<double>& token_values,
                                 std::size_t max_points);
+
+// Where the mismatch is born (token_rel_l2, tokens x layers): for every response token of the
+// recipe, the first decoder layer whose |h_gen - h_train| / |h_train| is at least `threshold`
+// (-1: none), and how many tokens are born at each layer; and the sequence with the largest
+// mean |log ratio| (sequences/mean_abs_log_ratio; ties: the first), whose first `max_tokens`
+// response tokens the report draws. Empty (layers 0) when the recipe has no token_rel_l2.
+struct MismatchBirth {
+  int layers = 0;
+  double threshold = 0;
+  std::vector<int> first_layer;        // per response token of the run
+  std::vector<std::int64_t> born_at;   // per layer: tokens whose first_layer is that layer
+  std::int64_t never = 0;              // tokens below the threshold at every layer
+  std::size_t sequence = 0;            // the drawn sequence
+  std::size_t token0 = 0, tokens = 0;  // its drawn tokens: [token0, token0 + tokens) of the run
+};
+MismatchBirth mismatch_birth(const RunData& run, const RecipeResult& recipe, double threshold,
+                             std::size_t max_tokens);
 
 // The summary statistics shown first (and in Markdown), in this order: gate's headline statistics,
 // then any statistic a gate check names.

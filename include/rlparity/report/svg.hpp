@@ -92,6 +92,14 @@ struct BarSeries {
 std::string bar_chart(const PlotOptions& opt, const std::vector<std::string>& categories,
                       const std::vector<BarSeries>& series);
 
+// A heatmap of `rows` x `cols` cells (values row-major, row 0 drawn at the bottom), coloured on a
+// sequential scale over [lo, hi] (log10 when `log_scale`), values outside clamped, NaN
+// (or non-positive on a log scale) left blank; a colour bar is drawn at the right. Cells of equal
+// colour next to each other in a row are drawn as one rectangle, so the output stays small.
+// marks[c] >= 0 outlines cell (marks[c], c). Axes: x the column index, y the row index.
+std::string heatmap_plot(const PlotOptions& opt, int rows, int cols, const std::vector<double>& values,
+                         double lo, double hi, bool log_scale, const std::vector<int>& marks);
+
 // Tick positions for an axis range (exposed for tests): "nice" 1/2/5 steps on a linear axis,
 // decades (or 1/2/5 within a decade for short log ranges) on a log axis.
 std::vector<double> axis_ticks(double lo, double hi, bool log);

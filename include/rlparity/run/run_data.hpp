@@ -37,6 +37,10 @@ struct RecipeResult {
   std::map<std::string, std::vector<double>> sequences;
   // Per layer (length = number of layers; index 0 = embedding output is not included).
   std::map<std::string, std::vector<double>> layers;
+  // Per response token and layer (row-major, tokens x layers): |h_gen - h_train| / |h_train| of the
+  // token's hidden state after each decoder layer (/recipes/<name>/layers/token_rel_l2, float32);
+  // empty for a compare run, which has no hidden states.
+  std::vector<float> token_rel_l2;
   // Per response token, the log ratios against a real engine's logprobs (engine_side.hpp):
   // log_ratio_engine_{gen,train,oracle}; empty when the inputs carry none. /recipes/<name>/engine.
   std::map<std::string, std::vector<double>> engine;
