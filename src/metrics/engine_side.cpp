@@ -42,6 +42,13 @@ void compute_engine_statistics(RecipeResult& r, const std::vector<double>& engin
       lg.push_back(engine[i]);
       lt.push_back(l[i]);
     }
+    // The top-k KL bounds of this pair (replay, when the engine gave its top-k): per kept token.
+    for (const char* bound : {"lower", "upper"}) {
+      const auto b = r.engine.find(fmt::format("kl_topk_{}_engine_{}", bound, side.name));
+      if (b == r.engine.end() || b->second.size() != n) continue;
+      std::vector<double>& dst = pair.tokens[fmt::format("kl_topk_{}", bound)];
+      for (std::size_t i : kept) dst.push_back(b->second[i]);
+    }
     compute_recipe_statistics(pair, kept_offsets, opts);
     for (const auto& [name, value] : pair.summary) r.summary[engine_prefix(side) + name] = value;
     r.engine["log_ratio_engine_" + std::string(side.name)] = std::move(ratio);

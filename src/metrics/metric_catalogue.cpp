@@ -142,6 +142,11 @@ std::vector<MetricInfo> build() {
       D::lower_is_better, F::scientific, {}, "routing");
   add("mean_abs_log_ratio_unflipped", "MoE: mean |d| over tokens with no router flip", D::lower_is_better,
       F::scientific, {}, "routing");
+  add("mean_kl_topk_lower",
+      "engine pairs with the engine's top-k: mean lower bound on KL(engine || side) (top-k + one bucket)",
+      D::lower_is_better, F::scientific, {}, "kl_topk_lower");
+  add("mean_kl_topk_upper", "engine pairs with the engine's top-k: mean upper bound on KL(engine || side)",
+      D::lower_is_better, F::scientific, {}, "kl_topk_upper");
   add("num_tokens", "number of response tokens (stored as a double)", D::lower_is_better, F::count);
   add("num_sequences", "number of sequences (stored as a double)", D::lower_is_better, F::count);
 

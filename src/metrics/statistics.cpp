@@ -236,6 +236,19 @@ void compute_recipe_statistics(RecipeResult& r, const std::vector<int64_t>& offs
   put_distribution(sm, abs_lr, distribution::abs_log_ratio);
   if (kl_p) put_distribution(sm, *kl_p, distribution::kl_gen_train);
   if (const auto* v = find(r.tokens, "kl_train_gen")) put_distribution(sm, *v, distribution::kl_train_gen);
+  // Bounds on the full-vocabulary KL(gen || train) from the sampling side's top-k (the engine pairs
+  // of a replay, topk_kl.hpp): means over the tokens that have them (+inf when any bound is).
+  for (const char* bound : {"lower", "upper"})
+    if (const auto* v = find(r.tokens, (std::string("kl_topk_") + bound).c_str())) {
+      Sum s;
+      std::size_t m = 0;
+      for (double x : *v)
+        if (!std::isnan(x)) {
+          s.add(x);
+          ++m;
+        }
+      sm[std::string("mean_kl_topk_") + bound] = m ? s.value() / static_cast<double>(m) : kNaN;
+    }
   put_distribution(sm, ratio, distribution::ratio);
   Sum sr, sr2;
   std::size_t clip = 0, masked = 0, ppo_low = 0, ppo_high = 0, ppo_out = 0, icepop = 0, bits = 0;

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -147,6 +148,31 @@ std::vector<InputSequence> engine_sequences(const json& j, ResponseFormat f, con
     seq.response = std::move(e.response);
     seq.has_response = true;
     seq.engine_logprobs = std::move(e.logprobs);
+    if (!e.top_logprobs.empty()) {
+      if (e.top_logprobs.size() != seq.response.size())
+        RLP_THROW_INPUT("{}: sequence \"{}\": top_logprobs cover {} of the {} response tokens", where, seq.id,
+                        e.top_logprobs.size(), seq.response.size());
+      for (std::size_t t = 0; t < e.top_logprobs.size(); ++t) {
+        std::vector<int32_t> seen;
+        for (const TopLogprob& x : e.top_logprobs[t]) {
+          if (x.token < 0 || x.token >= vocab)
+            RLP_THROW_INPUT(
+                "{}: sequence \"{}\": top_logprobs of response token {}: token {} is outside the "
+                "vocabulary [0, {})",
+                where, seq.id, t, x.token, vocab);
+          if (std::find(seen.begin(), seen.end(), x.token) != seen.end())
+            RLP_THROW_INPUT("{}: sequence \"{}\": top_logprobs of response token {} list token {} twice",
+                            where, seq.id, t, x.token);
+          if (!(x.logprob <= 0.0))
+            RLP_THROW_INPUT(
+                "{}: sequence \"{}\": top_logprobs of response token {}: logprob {} of token {} is "
+                "not <= 0",
+                where, seq.id, t, x.logprob, x.token);
+          seen.push_back(x.token);
+        }
+      }
+      seq.engine_top = std::move(e.top_logprobs);
+    }
     check_context(seq, max_context, ctx);
     out.push_back(std::move(seq));
   }

@@ -14,6 +14,7 @@
 #include "rlparity/metrics/engine_side.hpp"
 #include "rlparity/metrics/statistics.hpp"
 #include "rlparity/metrics/token_metrics.hpp"
+#include "rlparity/metrics/topk_kl.hpp"
 #include "rlparity/model/emulated_ops.hpp"
 #include "rlparity/model/forward.hpp"
 #include "rlparity/model/oracle_ops.hpp"
@@ -236,6 +237,7 @@ void gather_sequence_results(Job& job, const Sharding& shard, const std::vector<
                              std::vector<std::map<std::string, std::vector<double>>>& tok,
                              std::vector<double>& logp_oracle, std::vector<double>& layer_sums,
                              std::vector<std::vector<float>>& token_rel, std::size_t layers,
+                             std::vector<std::map<std::string, std::vector<double>>>& topk,
                              RoutingSlots& routing) {
   auto each_slot = [&](std::size_t i, const auto& visit) {
     const auto b = static_cast<std::size_t>(resp_off[i]);
@@ -245,6 +247,8 @@ void gather_sequence_results(Job& job, const Sharding& shard, const std::vector<
     if (!logp_oracle.empty()) visit(logp_oracle.data() + b, n);
     visit(layer_sums.data() + i * sums_per_seq, sums_per_seq);
     for (auto& t : token_rel) visit(t.data() + b * layers, n * layers);
+    for (auto& metrics : topk)
+      for (auto& [name, values] : metrics) visit(values.data() + b, n);
     const std::size_t per = routing.per_token(), M = routing.moe_layers.size();
     for (auto* side : {&routing.gen, &routing.train})
       for (auto& ids : *side) visit(ids.data() + b * per, n * per);
@@ -366,6 +370,15 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
     for (const char* name : kTokenMetrics) m[name].assign(T, 0.0);
   std::vector<double> logp_oracle(opt.oracle ? T : 0);
   std::vector<double> layer_sums(S * NR * L * kNumLayerSums, 0.0);
+  // Per recipe, when the inputs carry an engine's top-k: bounds on KL(engine || gen) and
+  // KL(engine || train) per response token (topk_kl.hpp; NaN where the engine gave no top-k).
+  const bool any_top =
+      std::any_of(inputs.begin(), inputs.end(), [](const InputSequence& s) { return !s.engine_top.empty(); });
+  std::vector<std::map<std::string, std::vector<double>>> topk(any_top ? NR : 0);
+  for (auto& m : topk)
+    for (const char* side : {"gen", "train"})
+      for (const char* bound : {"lower", "upper"})
+        m[fmt::format("kl_topk_{}_engine_{}", bound, side)].assign(T, std::nan(""));
   // Per recipe, response token x layer: |g - t| / |t| of that token's hidden state (token_rel_l2).
   std::vector<std::vector<float>> token_rel(NR, std::vector<float>(T * L, 0.0f));
   RoutingSlots routing(spec, NR, T, opt.oracle);
@@ -440,6 +453,9 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
         const auto train = train_ops[ri]->run(rc.train.mode, group, true);
         auto& m = tok[ri];
         parallel_for(seq.size(), 1, [&](std::size_t b, std::size_t e) {
+          std::vector<double> scratch;
+          std::vector<int32_t> top_ids;
+          std::vector<double> top_lp;
           for (std::size_t gi = b; gi < e; ++gi) {
             const std::size_t i = seq[gi];
             const auto& g = gen[gi];
@@ -460,6 +476,23 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
               if (routing.any()) {
                 routing.store(routing.gen[ri], at, g.experts, j);
                 routing.store(routing.train[ri], at, t.experts, j);
+              }
+              if (!inputs[i].engine_top.empty() &&
+                  !inputs[i].engine_top[static_cast<std::size_t>(j)].empty()) {
+                top_ids.clear();
+                top_lp.clear();
+                for (const TopLogprob& x : inputs[i].engine_top[static_cast<std::size_t>(j)]) {
+                  top_ids.push_back(x.token);
+                  top_lp.push_back(x.logprob);
+                }
+                for (const auto& [side, row] :
+                     {std::pair<const char*, const float*>{"gen", g.logprobs.row(j).data()},
+                      {"train", t.logprobs.row(j).data()}}) {
+                  const TopkKlBounds kb =
+                      topk_kl_bounds(top_ids.data(), top_lp.data(), top_ids.size(), row, spec.vocab, scratch);
+                  topk[ri].at(fmt::format("kl_topk_lower_engine_{}", side))[at] = kb.lower;
+                  topk[ri].at(fmt::format("kl_topk_upper_engine_{}", side))[at] = kb.upper;
+                }
               }
             }
             float* rel = token_rel[ri].data() + off * L;
@@ -490,7 +523,7 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
   job.run_step(replay_my_sequences, total_tokens, progress);
   if (job.distributed())
     gather_sequence_results(job, shard, resp_off, NR * L * kNumLayerSums, tok, logp_oracle, layer_sums,
-                            token_rel, L, routing);
+                            token_rel, L, topk, routing);
 
   // 5. Per recipe: layer divergences (sums reduced in sequence order), statistics, settings.
   for (std::size_t ri = 0; ri < NR; ++ri) {
@@ -524,6 +557,7 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
     if (routing.any()) r.settings["routing_replay"] = routing_replay_name(opt.routing_replay);
     r.routing = routing.result(ri);
     compute_recipe_statistics(r, resp_off, opt.stats);
+    if (any_top) r.engine = std::move(topk[ri]);
     if (!run.engine_logprobs.empty()) compute_engine_statistics(r, run.engine_logprobs, resp_off, opt.stats);
     run.recipes.push_back(std::move(r));
   }

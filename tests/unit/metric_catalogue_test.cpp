@@ -28,6 +28,8 @@ std::set<std::string> summary_names(bool optional) {
     r.tokens["js"] = {0.005, 0.01, 0.005, 0.015};
     r.tokens["top1_agree"] = {1, 1, 0, 1};
     r.tokens["entropy_gen"] = {1.0, 2.0, 1.5, 0.5};
+    r.tokens["kl_topk_lower"] = {0.005, 0.01, 0.005, 0.02};
+    r.tokens["kl_topk_upper"] = {0.02, 0.05, 0.02, 0.1};
     r.routing.moe_layers = 1;  // a MoE run: one MoE layer, top-1
     r.routing.k = 1;
     r.routing.gen_experts = {0, 1, 2, 3};

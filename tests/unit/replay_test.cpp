@@ -28,12 +28,17 @@ const Checkpoint& stories() {
 
 std::vector<InputSequence> small_inputs() {
   std::vector<InputSequence> in(3);
-  in[0] = {"a", {1, 295, 369, 309}, {306, 462, 449, 362, 303, 461}, true, {}, 1};
-  in[1] = {"b", {1, 306, 463, 436, 448, 412, 472}, {453, 292, 295, 309, 330, 89, 164, 473, 330}, true, {}, 2};
+  in[0] = {"a", {1, 295, 369, 309}, {306, 462, 449, 362, 303, 461}, true, {}, 1, {}};
+  in[1] = {"b", {1, 306, 463, 436, 448, 412, 472}, {453, 292, 295, 309, 330, 89, 164, 473, 330}, true, {}, 2,
+           {}};
   // Long enough that split-KV partitions and attention blocks of a few positions both matter.
-  in[2] = {
-      "c", {1, 461, 390, 219, 162, 59, 69, 63, 461, 447, 303}, {303, 444, 339, 339, 310, 316, 341}, true, {},
-      3};
+  in[2] = {"c",
+           {1, 461, 390, 219, 162, 59, 69, 63, 461, 447, 303},
+           {303, 444, 339, 339, 310, 316, 341},
+           true,
+           {},
+           3,
+           {}};
   return in;
 }
 
@@ -68,7 +73,7 @@ TEST(Replay, SamplingStopsAtGenerationConfigEos) {
   ReplayOptions opt;
   opt.recipes = {"bf16"};
   opt.max_new_tokens = 12;
-  std::vector<InputSequence> in = {{"s", {1, 295, 369, 309}, {}, false, {}, 1}};
+  std::vector<InputSequence> in = {{"s", {1, 295, 369, 309}, {}, false, {}, 1, {}}};
   const RunData first = replay(opt, in);
   const std::vector<int32_t> resp(first.token_ids.begin() + first.prompt_lengths[0], first.token_ids.end());
   ASSERT_GE(resp.size(), 3u);
@@ -376,7 +381,8 @@ TEST(Replay, BitIdenticalAcrossThreadCountsAndRuns) {
 // file (tests/reference/llama2c_reference.py, interleaved RoPE, numpy), run once to produce these.
 TEST(Replay, OracleMatchesIndependentReference) {
   std::vector<InputSequence> in(1);
-  in[0] = {"x", {1, 295, 369, 309}, {306, 462, 449, 362, 303, 461, 390, 219, 162, 59, 69, 63}, true, {}, 1};
+  in[0] = {"x", {1, 295, 369, 309}, {306, 462, 449, 362, 303, 461, 390, 219, 162, 59, 69, 63}, true, {}, 1,
+           {}};
   ReplayOptions opt;
   opt.recipes = {"bf16"};
   const RunData run = run_replay(stories(), in, opt);

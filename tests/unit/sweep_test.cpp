@@ -73,8 +73,8 @@ TEST(SweepGrid, ClearErrors) {
 
 TEST(Sweep, PointEqualsPlainReplayBitForBit) {
   std::vector<InputSequence> in(2);
-  in[0] = {"a", {1, 295, 369, 309}, {}, false, {}, 1};
-  in[1] = {"b", {1, 306, 463, 436}, {}, false, {}, 2};
+  in[0] = {"a", {1, 295, 369, 309}, {}, false, {}, 1, {}};
+  in[1] = {"b", {1, 306, 463, 436}, {}, false, {}, 2, {}};
   ReplayOptions base;
   base.recipes = {"bf16", "fp16"};
   base.oracle = false;

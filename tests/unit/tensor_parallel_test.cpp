@@ -341,7 +341,7 @@ TEST(TensorParallel, VocabParallelLogSoftmax) {
 
 std::string replay_error(const std::string& tp) {
   std::vector<InputSequence> in(1);
-  in[0] = {"a", {1, 295, 369, 309}, {306, 462}, true, {}, 1};
+  in[0] = {"a", {1, 295, 369, 309}, {306, 462}, true, {}, 1, {}};
   ReplayOptions opt;
   opt.oracle = false;
   opt.recipes = {"bf16"};
@@ -363,8 +363,8 @@ TEST(TensorParallel, ErrorNamesTheDimension) {
 
 std::vector<InputSequence> two_inputs() {
   std::vector<InputSequence> in(2);
-  in[0] = {"a", {1, 295, 369, 309}, {306, 462, 449, 362, 303, 461}, true, {}, 1};
-  in[1] = {"b", {1, 306, 463, 436, 448, 412, 472}, {453, 292, 295, 309, 330}, true, {}, 2};
+  in[0] = {"a", {1, 295, 369, 309}, {306, 462, 449, 362, 303, 461}, true, {}, 1, {}};
+  in[1] = {"b", {1, 306, 463, 436, 448, 412, 472}, {453, 292, 295, 309, 330}, true, {}, 2, {}};
   return in;
 }
 

@@ -24,6 +24,9 @@ struct InputSequence {
   bool has_response = false;            // false: replay samples a response
   std::vector<double> engine_logprobs;  // optional "logprobs", same length as response
   int line = 0;                         // 1-based line number in the file
+  // An engine response's top-k per response token (its top_logprobs with token ids), when it has
+  // them: same length as response; replay bounds the engine-vs-path KL with them (topk_kl.hpp).
+  std::vector<std::vector<TopLogprob>> engine_top;
 };
 
 inline constexpr std::size_t kMaxInputLineBytes = std::size_t{64} << 20;  // 64 MiB
