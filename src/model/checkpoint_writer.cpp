@@ -99,6 +99,16 @@ ArchInfo arch_info(const std::string& a) {
       a);
 }
 
+// The routing keys Qwen3-MoE and Qwen2-MoE configs share.
+void qwen_moe_keys(const RandomCheckpointOptions& o, nlohmann::json& c) {
+  c["num_experts"] = o.experts;
+  c["num_experts_per_tok"] = o.top_k;
+  c["moe_intermediate_size"] = o.moe_intermediate;
+  c["norm_topk_prob"] = o.norm_topk;
+  c["decoder_sparse_step"] = 1;
+  c["mlp_only_layers"] = o.mlp_only_layers;
+}
+
 int head_dim_of(const RandomCheckpointOptions& o) { return o.head_dim > 0 ? o.head_dim : o.hidden / o.heads; }
 
 uint64_t fnv1a(const std::string& s) {
@@ -184,13 +194,8 @@ nlohmann::json random_checkpoint_config(const RandomCheckpointOptions& o) {
     c["sliding_window"] = o.max_pos;
     c["max_window_layers"] = o.layers;
     if (o.arch == "qwen2-moe") {  // as Qwen1.5-MoE-A2.7B's config.json spells it
-      c["num_experts"] = o.experts;
-      c["num_experts_per_tok"] = o.top_k;
-      c["moe_intermediate_size"] = o.moe_intermediate;
+      qwen_moe_keys(o, c);
       c["shared_expert_intermediate_size"] = o.shared_intermediate;
-      c["norm_topk_prob"] = o.norm_topk;
-      c["decoder_sparse_step"] = 1;
-      c["mlp_only_layers"] = o.mlp_only_layers;
     }
   } else if (qwen3_like) {
     c["rms_norm_eps"] = 1e-6;
@@ -198,14 +203,7 @@ nlohmann::json random_checkpoint_config(const RandomCheckpointOptions& o) {
     c["attention_bias"] = false;
     c["use_sliding_window"] = false;
     c["sliding_window"] = nullptr;
-    if (o.arch == "qwen3-moe") {
-      c["num_experts"] = o.experts;
-      c["num_experts_per_tok"] = o.top_k;
-      c["moe_intermediate_size"] = o.moe_intermediate;
-      c["norm_topk_prob"] = o.norm_topk;
-      c["decoder_sparse_step"] = 1;
-      c["mlp_only_layers"] = o.mlp_only_layers;
-    }
+    if (o.arch == "qwen3-moe") qwen_moe_keys(o, c);
   } else {  // mistral, mixtral
     c["rms_norm_eps"] = 1e-5;
     c["rope_theta"] = 1000000.0;

@@ -263,6 +263,15 @@ void gather_sequence_results(Job& job, const Sharding& shard, const std::vector<
 
 }  // namespace
 
+SeqTokens seq_tokens(const InputSequence& in) {
+  SeqTokens st;
+  st.tokens = in.prompt;
+  st.tokens.insert(st.tokens.end(), in.response.begin(), in.response.end());
+  st.prompt_len = static_cast<int>(in.prompt.size());
+  st.response_len = static_cast<int>(in.response.size());
+  return st;
+}
+
 RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, const ReplayOptions& options,
                    const ProgressFn& progress) {
   if (inputs.empty()) RLP_THROW_INPUT("no input sequences to replay");
@@ -411,11 +420,7 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
       for (std::size_t gi = 0; gi < seq.size(); ++gi) {
         const std::size_t i = seq[gi];
         group_tokens += resp_off[i + 1] - resp_off[i];
-        SeqTokens& st = group[gi];
-        st.tokens = inputs[i].prompt;
-        st.tokens.insert(st.tokens.end(), inputs[i].response.begin(), inputs[i].response.end());
-        st.prompt_len = static_cast<int>(inputs[i].prompt.size());
-        st.response_len = static_cast<int>(inputs[i].response.size());
+        group[gi] = seq_tokens(inputs[i]);
       }
       check_interrupted();
       std::vector<PathOutput<OracleOps::Mat>> oracle;

@@ -124,14 +124,7 @@ TEST(Replay, TokenLayerDivergenceMatchesThePathsHiddenStates) {
   const Recipe& rc = plan.recipes[0];
   const PreparedWeights wg = prepare_weights(stories(), rc.gen), wt = prepare_weights(stories(), rc.train);
   std::vector<SeqTokens> group;
-  for (const auto& s : in) {
-    SeqTokens t;
-    t.tokens = s.prompt;
-    t.tokens.insert(t.tokens.end(), s.response.begin(), s.response.end());
-    t.prompt_len = static_cast<int>(s.prompt.size());
-    t.response_len = static_cast<int>(s.response.size());
-    group.push_back(t);
-  }
+  for (const auto& s : in) group.push_back(seq_tokens(s));
   const EmulatedRunner gen(spec, wg, rc.gen, nullptr), train(spec, wt, rc.train, nullptr);
   const auto g = gen.run(rc.gen.mode, group, true), t = train.run(rc.train.mode, group, true);
   std::size_t at = 0, nonzero = 0;

@@ -90,14 +90,7 @@ struct TopkKlReplay : rlp_test::ScratchDirTest {
     wg = prepare_weights(ck, rc.gen);
     wt = prepare_weights(ck, rc.train);
     std::vector<SeqTokens> group;
-    for (const auto& s : inputs()) {
-      SeqTokens t;
-      t.tokens = s.prompt;
-      t.tokens.insert(t.tokens.end(), s.response.begin(), s.response.end());
-      t.prompt_len = static_cast<int>(s.prompt.size());
-      t.response_len = static_cast<int>(s.response.size());
-      group.push_back(t);
-    }
+    for (const auto& s : inputs()) group.push_back(seq_tokens(s));
     gen = EmulatedRunner(ck.spec(), wg, rc.gen, nullptr).run(rc.gen.mode, group, false);
     train = EmulatedRunner(ck.spec(), wt, rc.train, nullptr).run(rc.train.mode, group, false);
   }

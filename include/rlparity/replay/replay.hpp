@@ -38,6 +38,9 @@ struct PreparedWeightsCache {
   std::map<std::string, std::unique_ptr<PreparedWeights>> by_key;
 };
 
+// A sequence with its response as the paths take it: prompt + response tokens, the split.
+SeqTokens seq_tokens(const InputSequence& in);
+
 // Fills in missing responses (sampling), then runs every recipe of the plan (made for ckpt's
 // spec). `inputs` gains the sampled responses. Throws InputError for inputs the plan cannot replay.
 // With `cache` (for ckpt only), prepared weights come from and go to it; results do not change.
