@@ -19,7 +19,7 @@ namespace rlp::cli {
 namespace {
 
 struct ReportArgs {
-  std::string run, out = "rlparity-report.html", markdown, baseline, thresholds, preset, inspect;
+  std::string run, out = "rlparity-report.html", markdown, baseline, thresholds, preset, inspect, tokenizer;
   std::size_t worst = 50;
   double birth_threshold = 1e-2;
   bool quiet = false;
@@ -58,6 +58,8 @@ int run_report(const ReportArgs& a) {
   opt.run_path = a.run;
   opt.worst_tokens = a.worst;
   opt.birth_threshold = a.birth_threshold;
+  const std::optional<Tokenizer> tokenizer = run_tokenizer(run, a.tokenizer);
+  if (tokenizer) opt.tokenizer = &*tokenizer;
   InspectResult inspected;
   if (!a.inspect.empty()) {
     inspected = read_inspect_file(a.inspect);
@@ -107,6 +109,10 @@ void setup_report(CLI::App& app, CommandRegistry& registry) {
   sub->add_option("--worst", args->worst, "rows of each worst-tokens table in the HTML report")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
+  sub->add_option(
+      "--tokenizer", args->tokenizer,
+      "tokenizer.json (or a directory holding one) that shows the worst tokens and their contexts "
+      "as text (default: the run's checkpoint directory's, when it has one)");
   sub->add_option("--birth-threshold", args->birth_threshold,
                   "relative hidden-state divergence |h_gen - h_train| / |h_train| at which the token x layer "
                   "heatmap marks a token's mismatch as born")

@@ -8,15 +8,35 @@
 #include "cli/shared_options.hpp"
 #include "rlparity/io/run_file.hpp"
 #include "rlparity/metrics/summary_table.hpp"
+#include "rlparity/report/report.hpp"
 #include "rlparity/util/error.hpp"
 
 namespace rlp::cli {
 namespace {
 
 struct SummaryArgs {
-  std::string run;
+  std::string run, tokenizer;
+  std::size_t worst = 3;
   bool json = false;
 };
+
+// Each recipe's `n` tokens with the largest |log ratio|: sequence, position, token id, log ratio,
+// and with a tokenizer the token and its context as text.
+std::string worst_tokens_text(const RunData& run, std::size_t n, const Tokenizer* tok) {
+  if (n == 0) return {};
+  std::string o =
+      fmt::format("worst tokens (largest |log ratio|){}\n", tok ? "" : "; token text: no tokenizer.json");
+  for (const auto& r : run.recipes) {
+    const auto rows = report::worst_tokens(run, r, n, tok);
+    for (const auto& w : rows) {
+      o += fmt::format("{:<8} {:>12} pos {:>5} id {:>7}  log ratio {:>+11.4e}", r.name, w.sequence_id,
+                       w.position, w.token_id, w.log_ratio);
+      if (tok) o += fmt::format("  {} [{}]", printable_text(w.context, 48, true), printable_text(w.text, 24));
+      o += '\n';
+    }
+  }
+  return o;
+}
 
 std::size_t response_tokens(const RunData& run) {
   if (run.seq_offsets.empty()) return 0;
@@ -65,6 +85,10 @@ int run_summary(const SummaryArgs& a) {
     fmt::print("\n{}", routing);
   if (const std::string engine = format_engine_table(run.recipes); !engine.empty())
     fmt::print("\n{}", engine);
+  if (a.worst > 0) {
+    const std::optional<Tokenizer> tok = run_tokenizer(run, a.tokenizer);
+    fmt::print("\n{}", worst_tokens_text(run, a.worst, tok ? &*tok : nullptr));
+  }
   return kExitOk;
 }
 
@@ -75,6 +99,13 @@ void setup_summary(CLI::App& app, CommandRegistry& registry) {
   auto* sub = app.add_subcommand("summary", "Print a run file's per-recipe summary table");
   sub->add_option("run", args->run, "run file (HDF5) written by replay or compare")->required();
   sub->add_flag("--json", args->json, "print every summary attribute of every recipe as JSON");
+  sub->add_option("--worst", args->worst, "tokens with the largest |log ratio| listed per recipe (0: none)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000));
+  sub->add_option(
+      "--tokenizer", args->tokenizer,
+      "tokenizer.json (or a directory holding one) that shows the worst tokens and their contexts "
+      "as text (default: the run's checkpoint directory's, when it has one)");
   registry.add(sub, [args] { return run_summary(*args); });
 }
 

@@ -3,6 +3,11 @@
 #include <fmt/core.h>
 
 #include <CLI/CLI.hpp>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "rlparity/util/error.hpp"
 
 namespace rlp::cli {
 
@@ -47,6 +52,34 @@ void add_inputs_format_option(CLI::App* sub, std::string& format) {
 
 void print_json(const nlohmann::json& j) {
   fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+}  // namespace rlp::cli
+
+namespace rlp::cli {
+
+std::optional<Tokenizer> run_tokenizer(const RunData& run, const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!path.empty()) {
+    if (fs::is_directory(path, ec)) {
+      auto t = Tokenizer::open(path);
+      if (!t) RLP_THROW_INPUT("--tokenizer {}: the directory has no tokenizer.json", path);
+      return t;
+    }
+    std::ifstream in(path, std::ios::binary);
+    if (!in) RLP_THROW_INPUT("--tokenizer {}: no such file or directory", path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return Tokenizer::parse(ss.str(), path);
+  }
+  if (run.checkpoint_path.empty() || !fs::is_directory(run.checkpoint_path, ec)) return std::nullopt;
+  try {
+    return Tokenizer::open(run.checkpoint_path);
+  } catch (const InputError& e) {
+    fmt::print(stderr, "rlparity: note: tokens shown as ids: {}\n", e.what());
+    return std::nullopt;
+  }
 }
 
 }  // namespace rlp::cli

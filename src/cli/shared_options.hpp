@@ -7,6 +7,8 @@
 
 #include "rlparity/gate/thresholds.hpp"
 #include "rlparity/metrics/statistics.hpp"
+#include "rlparity/model/tokenizer.hpp"
+#include "rlparity/run/run_data.hpp"
 
 namespace CLI {
 class App;
@@ -28,5 +30,10 @@ void add_inputs_format_option(CLI::App* sub, std::string& format);
 
 // `j` indented by 2, invalid UTF-8 replaced, and a newline.
 void print_json(const nlohmann::json& j);
+
+// The tokenizer that shows a run's tokens as text: `path` (a tokenizer.json, or a directory holding
+// one; errors are the user's to fix), else the run's checkpoint directory's tokenizer.json when it
+// is there (a missing or unreadable one is skipped with a note on stderr: ids are shown instead).
+std::optional<Tokenizer> run_tokenizer(const RunData& run, const std::string& path);
 
 }  // namespace rlp::cli

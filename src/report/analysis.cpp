@@ -47,7 +47,8 @@ MismatchBirth mismatch_birth(const RunData& run, const RecipeResult& recipe, dou
   return b;
 }
 
-std::vector<WorstToken> worst_tokens(const RunData& run, const RecipeResult& recipe, std::size_t cap) {
+std::vector<WorstToken> worst_tokens(const RunData& run, const RecipeResult& recipe, std::size_t cap,
+                                     const Tokenizer* tokenizer) {
   std::vector<WorstToken> out;
   const auto* lr = token_metric(recipe, "log_ratio");
   if (!lr) return out;
@@ -82,6 +83,12 @@ std::vector<WorstToken> worst_tokens(const RunData& run, const RecipeResult& rec
     if (s < run.prompt_lengths.size() && s + 1 < run.seq_offsets.size()) {
       const auto t = static_cast<std::size_t>(run.seq_offsets[s] + run.prompt_lengths[s]) + w.position;
       if (t < run.token_ids.size()) w.token_id = run.token_ids[t];
+      if (tokenizer && t < run.token_ids.size()) {
+        const std::size_t from = std::max(static_cast<std::size_t>(run.seq_offsets[s]),
+                                          t >= kContextTokens ? t - kContextTokens : std::size_t{0});
+        w.text = tokenizer->decode(run.token_ids.data() + t, 1);
+        w.context = tokenizer->decode(run.token_ids.data() + from, t - from);
+      }
     }
     w.logp_gen = lg && i < lg->size() ? (*lg)[i] : kNaN;
     w.logp_train = lt && i < lt->size() ? (*lt)[i] : kNaN;

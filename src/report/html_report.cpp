@@ -290,7 +290,7 @@ std::string page_close() {
 }
 
 std::string worst_table(const RunData& run, const RecipeResult& r, const ReportOptions& opt) {
-  const auto rows = worst_tokens(run, r, opt.worst_tokens);
+  const auto rows = worst_tokens(run, r, opt.worst_tokens, opt.tokenizer);
   const std::size_t n = token_metric(r, "log_ratio") ? token_metric(r, "log_ratio")->size() : 0;
   std::string o = fmt::format(R"(<h3>Worst tokens: {}</h3>)", esc(r.name));
   o += fmt::format(
@@ -301,19 +301,25 @@ std::string worst_table(const RunData& run, const RecipeResult& r, const ReportO
                    omitted, n);
   o += "\n";
   o += fmt::format(R"(<table class="worst sortable" data-recipe="{}"><thead><tr>)", esc(r.name));
-  for (const auto& [h, t] : std::vector<std::pair<const char*, const char*>>{{"sequence id", "str"},
-                                                                             {"position", "num"},
-                                                                             {"token id", "num"},
-                                                                             {"logp_gen", "num"},
-                                                                             {"logp_train", "num"},
-                                                                             {"log ratio", "num"},
-                                                                             {"KL(gen || train)", "num"}})
-    o += fmt::format(R"(<th data-type="{}">{}</th>)", t, esc(h));
+  std::vector<std::pair<const char*, const char*>> heads = {
+      {"sequence id", "str"}, {"position", "num"}, {"token id", "num"}};
+  if (opt.tokenizer) {
+    heads.emplace_back("context", "str");
+    heads.emplace_back("token", "str");
+  }
+  for (const char* h : {"logp_gen", "logp_train", "log ratio", "KL(gen || train)"})
+    heads.emplace_back(h, "num");
+  for (const auto& [h, t] : heads) o += fmt::format(R"(<th data-type="{}">{}</th>)", t, esc(h));
   o += "</tr></thead><tbody>\n";
   for (const auto& w : rows) {
     o += fmt::format(
         R"(<tr><td data-v="{}">{}</td><td class="num" data-v="{}">{}</td><td class="num" data-v="{}">{}</td>)",
         esc(w.sequence_id), esc(w.sequence_id), w.position, w.position, w.token_id, w.token_id);
+    if (opt.tokenizer) {
+      const std::string ctx = printable_text(w.context, 60, true), tok = printable_text(w.text, 30);
+      o += fmt::format(R"(<td class="text" data-v="{}">{}</td><td class="text" data-v="{}"><b>{}</b></td>)",
+                       esc(ctx), esc(ctx), esc(tok), esc(tok));
+    }
     o += num_td(w.logp_gen) + num_td(w.logp_train) + num_td(w.log_ratio);
     o += std::isnan(w.kl) ? std::string(R"(<td class="num" data-v="nan">-</td>)") : num_td(w.kl);
     o += "</tr>\n";

@@ -121,16 +121,23 @@ std::string render_markdown(const RunData& run, const ReportOptions& opt) {
   }
   const std::size_t cap = opt.markdown_worst_tokens;
   for (const auto& r : run.recipes) {
-    const auto rows = worst_tokens(run, r, cap);
+    const auto rows = worst_tokens(run, r, cap, opt.tokenizer);
     std::size_t n = 0;
     if (auto it = r.tokens.find("log_ratio"); it != r.tokens.end()) n = it->second.size();
     o += fmt::format("\n### Worst tokens: {}\n\n", cell(r.name));
-    o += "| sequence id | position | token id | logp_gen | logp_train | log ratio | KL(gen \\|\\| train) |\n";
-    o += "|---|---:|---:|---:|---:|---:|---:|\n";
-    for (const auto& w : rows)
-      o += fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", cell(w.sequence_id), w.position, w.token_id,
-                       format_sig(w.logp_gen, 6), format_sig(w.logp_train, 6), format_sig(w.log_ratio, 6),
-                       std::isnan(w.kl) ? "-" : format_sig(w.kl, 6));
+    const bool text = opt.tokenizer != nullptr;
+    o += std::string("| sequence id | position | token id") + (text ? " | context | token" : "") +
+         " | logp_gen | logp_train | log ratio | KL(gen \\|\\| train) |\n";
+    o += std::string("|---|---:|---:") + (text ? "|---|---" : "") + "|---:|---:|---:|---:|\n";
+    for (const auto& w : rows) {
+      std::string words;
+      if (text)
+        words = fmt::format(" {} | {} |", cell(printable_text(w.context, 60, true)),
+                            cell(printable_text(w.text, 30)));
+      o += fmt::format("| {} | {} | {} |{} {} | {} | {} | {} |\n", cell(w.sequence_id), w.position,
+                       w.token_id, words, format_sig(w.logp_gen, 6), format_sig(w.logp_train, 6),
+                       format_sig(w.log_ratio, 6), std::isnan(w.kl) ? "-" : format_sig(w.kl, 6));
+    }
     o += fmt::format("\n{} of {} tokens omitted (showing the {} with the largest |log ratio|).\n",
                      n - rows.size(), n, rows.size());
     const MismatchBirth b = mismatch_birth(run, r, opt.birth_threshold, 0);

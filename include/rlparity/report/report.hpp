@@ -10,6 +10,7 @@
 
 #include "rlparity/gate/gate.hpp"
 #include "rlparity/inspect/inspect.hpp"
+#include "rlparity/model/tokenizer.hpp"
 #include "rlparity/run/run_data.hpp"
 
 namespace rlp::report {
@@ -27,6 +28,7 @@ struct ReportOptions {
   std::size_t max_positions = 400;         // points of the per-position curves (positions bucketed beyond)
   const InspectResult* inspect = nullptr;  // --inspect FILE: its per-tensor and per-layer sections
   std::string inspect_path;
+  const Tokenizer* tokenizer = nullptr;  // worst tokens as text (the checkpoint's tokenizer.json)
   double birth_threshold = 1e-2;     // token_rel_l2 at which the mismatch counts as born (--birth-threshold)
   std::size_t heatmap_tokens = 160;  // response tokens drawn in the token x layer heatmap
 };
@@ -40,8 +42,13 @@ struct WorstToken {
   std::size_t position = 0;  // index within the response of s
   std::int64_t token_id = -1;
   double logp_gen = 0, logp_train = 0, log_ratio = 0, kl = 0;  // kl NaN when kl_gen_train is absent
+  // With a tokenizer: the token as text, and the up to kContextTokens tokens before it in its
+  // sequence (prompt included) as text; empty otherwise.
+  std::string text, context;
 };
-std::vector<WorstToken> worst_tokens(const RunData& run, const RecipeResult& recipe, std::size_t cap);
+inline constexpr std::size_t kContextTokens = 8;
+std::vector<WorstToken> worst_tokens(const RunData& run, const RecipeResult& recipe, std::size_t cap,
+                                     const Tokenizer* tokenizer = nullptr);
 
 // Mean of a per-token metric at each response position (index within the response) over the
 // sequences long enough to have it; NaN values are skipped. Positions are bucketed into at most
