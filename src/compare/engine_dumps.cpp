@@ -8,6 +8,7 @@
 #include <map>
 
 #include "rlparity/compare/engine_responses.hpp"
+#include "rlparity/metrics/topk_kl.hpp"
 #include "rlparity/util/error.hpp"
 #include "rlparity/util/json_depth.hpp"
 #include "rlparity/util/strings.hpp"
@@ -161,6 +162,7 @@ struct SideLine {
   std::string id, where;
   std::vector<int32_t> prompt, response;
   std::vector<double> logprobs;
+  std::vector<std::vector<TopLogprob>> top;  // an engine response's top-k per response token, or empty
 };
 
 // The fields every dump line has: where it came from, a unique id, the prompt and a non-empty
@@ -189,8 +191,11 @@ std::vector<SideLine> read_side(const std::string& path, std::optional<ResponseF
           RLP_THROW_INPUT("{}: sequence '{}': the {} response carries no logprobs (request with logprobs)",
                           l.where, e.id, response_format_name(f));
         check_unique(seen, e.id, l.where);
-        out.push_back(
-            {std::move(e.id), l.where, std::move(e.prompt), std::move(e.response), std::move(e.logprobs)});
+        if (!e.top_logprobs.empty() && e.top_logprobs.size() != e.response.size())
+          RLP_THROW_INPUT("{}: sequence '{}': top_logprobs cover {} of the {} response tokens", l.where, e.id,
+                          e.top_logprobs.size(), e.response.size());
+        out.push_back({std::move(e.id), l.where, std::move(e.prompt), std::move(e.response),
+                       std::move(e.logprobs), std::move(e.top_logprobs)});
       }
       continue;
     }
@@ -276,6 +281,10 @@ std::vector<DumpSequence> read_split_dumps(const std::string& gen_path, const st
     d.response = g.response;
     d.gen_logprobs = g.logprobs;
     d.train_logprobs = t.logprobs;
+    if (!g.top.empty() && !t.top.empty()) {
+      d.gen_top = g.top;
+      d.train_top = t.top;
+    }
     out.push_back(std::move(d));
     by_id.erase(it);
   }
@@ -375,6 +384,11 @@ RunData build_compare_run(const std::vector<DumpSequence>& seqs, const std::stri
                 {"kl_estimators", kKlEstimatorNote}};
   auto& lg = r.tokens["logp_gen"];
   auto& lt = r.tokens["logp_train"];
+  // When both sides gave their top-k: the lower bound on the full-vocabulary KL(gen || train)
+  // (topk_kl.hpp; no upper bound exists between two top-k lists), NaN where either lacks one.
+  const bool tops =
+      std::any_of(seqs.begin(), seqs.end(), [](const DumpSequence& s) { return !s.gen_top.empty(); });
+  std::vector<double> kl_lower;
   run.seq_offsets.push_back(0);
   for (const auto& s : seqs) {
     if (s.response.size() != s.gen_logprobs.size() || s.response.size() != s.train_logprobs.size())
@@ -387,7 +401,26 @@ RunData build_compare_run(const std::vector<DumpSequence>& seqs, const std::stri
     run.seq_ids.push_back(s.id);
     lg.insert(lg.end(), s.gen_logprobs.begin(), s.gen_logprobs.end());
     lt.insert(lt.end(), s.train_logprobs.begin(), s.train_logprobs.end());
+    for (std::size_t j = 0; tops && j < s.response.size(); ++j) {
+      if (s.gen_top.empty() || s.gen_top[j].empty() || s.train_top[j].empty()) {
+        kl_lower.push_back(std::nan(""));
+        continue;
+      }
+      std::vector<int32_t> pid, qid;
+      std::vector<double> plp, qlp;
+      for (const auto& x : s.gen_top[j]) {
+        pid.push_back(x.token);
+        plp.push_back(x.logprob);
+      }
+      for (const auto& x : s.train_top[j]) {
+        qid.push_back(x.token);
+        qlp.push_back(x.logprob);
+      }
+      kl_lower.push_back(
+          topk_kl_lower(pid.data(), plp.data(), pid.size(), qid.data(), qlp.data(), qid.size()));
+    }
   }
+  if (tops) r.tokens["kl_topk_lower"] = std::move(kl_lower);
   compute_recipe_statistics(r, response_offsets(run.seq_offsets, run.prompt_lengths), stats);
   run.recipes.push_back(std::move(r));
   return run;

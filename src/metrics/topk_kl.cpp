@@ -61,4 +61,30 @@ TopkKlBounds topk_kl_bounds(const int32_t* ids, const double* logprobs, std::siz
   return b;
 }
 
+double topk_kl_lower(const int32_t* p_ids, const double* p_lp, std::size_t kp, const int32_t* q_ids,
+                     const double* q_lp, std::size_t kq) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  double kl = 0.0, p_shared = 0.0, q_shared = 0.0, p_other = 0.0, q_other = 0.0;
+  std::vector<char> q_used(kq, 0);
+  for (std::size_t a = 0; a < kp; ++a) {
+    const double p = std::exp(p_lp[a]);
+    std::size_t b = 0;
+    while (b < kq && q_ids[b] != p_ids[a]) ++b;
+    if (b == kq) {
+      p_other += p;
+      continue;
+    }
+    q_used[b] = 1;
+    const double q = std::exp(q_lp[b]);
+    p_shared += p;
+    q_shared += q;
+    if (p > 0) kl += q > 0 ? p * (p_lp[a] - q_lp[b]) : kInf;
+  }
+  for (std::size_t b = 0; b < kq; ++b)
+    if (!q_used[b]) q_other += std::exp(q_lp[b]);
+  const double p_rest = std::max(1.0 - p_shared, p_other), q_rest = std::max(1.0 - q_shared, q_other);
+  if (p_rest > 0) kl += q_rest > 0 ? p_rest * std::log(p_rest / q_rest) : kInf;
+  return kl;
+}
+
 }  // namespace rlp

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "rlparity/compare/engine_dumps.hpp"
 #include "rlparity/model/checkpoint.hpp"
 #include "rlparity/replay/inputs.hpp"
 #include "rlparity/replay/path_runner.hpp"
@@ -56,6 +57,33 @@ TEST(TopkKl, BoundsByHand) {
   q_zero[1] = -std::numeric_limits<float>::infinity();
   EXPECT_EQ(topk_kl_bounds(ids, lp, 2, q_zero.data(), 4, scratch).lower,
             std::numeric_limits<double>::infinity());
+}
+
+TEST(TopkKl, BothSidesTopKLowerBoundByHand) {
+  // P: token 0 at 0.5, token 1 at 0.3; Q: token 0 at 0.4, token 2 at 0.2. Shared: token 0; the rest
+  // is 0.5 of P and 0.6 of Q.
+  const int32_t pid[2] = {0, 1}, qid[2] = {0, 2};
+  const double plp[2] = {std::log(0.5), std::log(0.3)}, qlp[2] = {std::log(0.4), std::log(0.2)};
+  EXPECT_NEAR(topk_kl_lower(pid, plp, 2, qid, qlp, 2), 0.5 * std::log(0.5 / 0.4) + 0.5 * std::log(0.5 / 0.6),
+              1e-12);
+  // Nothing shared: P's listed mass is its rest's floor (0.8), Q's the same (0.6).
+  const int32_t rid[1] = {7};
+  const double rlp[1] = {std::log(0.6)};
+  EXPECT_NEAR(topk_kl_lower(pid, plp, 2, rid, rlp, 1), 1.0 * std::log(1.0 / 1.0), 1e-12);
+  // compare: both sides' top-k give tokens/kl_topk_lower and its mean; one side without: NaN.
+  compare::DumpSequence d;
+  d.id = "s";
+  d.response = {3, 4};
+  d.gen_logprobs = {std::log(0.5), -1.0};
+  d.train_logprobs = {std::log(0.4), -1.1};
+  d.gen_top = {{{0, plp[0]}, {1, plp[1]}}, {}};
+  d.train_top = {{{0, qlp[0]}, {2, qlp[1]}}, {{4, -1.1}}};
+  const RunData run = compare::build_compare_run({d}, "engines", nlohmann::json::object());
+  const auto& lower = run.recipes[0].tokens.at("kl_topk_lower");
+  ASSERT_EQ(lower.size(), 2u);
+  EXPECT_NEAR(lower[0], 0.5 * std::log(0.5 / 0.4) + 0.5 * std::log(0.5 / 0.6), 1e-12);
+  EXPECT_TRUE(std::isnan(lower[1]));
+  EXPECT_NEAR(run.recipes[0].summary.at("mean_kl_topk_lower"), lower[0], 1e-15);
 }
 
 const std::string kStories = std::string(RLPARITY_SOURCE_DIR) + "/fixtures/models/stories260K";
@@ -120,6 +148,13 @@ TEST_F(TopkKlReplay, BoundsBracketTheExactKl) {
         EXPECT_LE(b.lower, exact + 1e-9) << "sequence " << i << " token " << j << " k " << k;
         EXPECT_GE(b.upper, exact - 1e-9) << "sequence " << i << " token " << j << " k " << k;
         if (k == 20) width += b.upper - b.lower;
+        // Both sides as top-k lists (compare): a lower bound still.
+        std::vector<int32_t> tids;
+        std::vector<double> tlp;
+        top_k(t, V, k, tids, tlp);
+        EXPECT_LE(topk_kl_lower(ids.data(), lp.data(), ids.size(), tids.data(), tlp.data(), tids.size()),
+                  exact + 1e-9)
+            << "sequence " << i << " token " << j << " k " << k;
       }
     }
   EXPECT_GT(width, 0.0);

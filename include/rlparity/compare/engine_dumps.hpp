@@ -22,7 +22,9 @@ struct DumpSequence {
   std::string id;
   std::vector<int32_t> prompt, response;
   std::vector<double> gen_logprobs, train_logprobs;  // one per response token
-  std::string where;                                 // "file:line" it came from
+  // Both sides' top-k per response token, when both engine responses carried them (else empty).
+  std::vector<std::vector<TopLogprob>> gen_top, train_top;
+  std::string where;  // "file:line" it came from
 };
 
 // Longest accepted line of a dump file (an InputError names the file and line beyond it).

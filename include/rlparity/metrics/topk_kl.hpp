@@ -26,4 +26,12 @@ struct TopkKlBounds {
 TopkKlBounds topk_kl_bounds(const int32_t* ids, const double* logprobs, std::size_t k, const float* q,
                             int vocab, std::vector<double>& scratch);
 
+// Both sides known only by their top-k (two engines' top_logprobs, `compare`): the KL of the pair
+// coarsened to the tokens both list and one bucket for the rest, a lower bound on the full KL
+// (data processing); each side's rest is max(1 - its listed mass on the shared tokens, its listed
+// mass on the others). No upper bound exists: either side's unlisted tokens may be arbitrarily
+// unlikely. 0 when no token is shared and the buckets agree.
+double topk_kl_lower(const int32_t* p_ids, const double* p_logprobs, std::size_t kp, const int32_t* q_ids,
+                     const double* q_logprobs, std::size_t kq);
+
 }  // namespace rlp
