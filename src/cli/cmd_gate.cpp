@@ -9,6 +9,7 @@
 #include "rlparity/gate/report_writers.hpp"
 #include "rlparity/gate/thresholds.hpp"
 #include "rlparity/io/run_file.hpp"
+#include "rlparity/io/sweep_file.hpp"
 #include "rlparity/util/atomic_file.hpp"
 #include "rlparity/util/error.hpp"
 #include "rlparity/util/strings.hpp"
@@ -22,14 +23,25 @@ struct GateArgs {
   bool allow_different_inputs = false, json = false, bitwise = false;
 };
 
+int report_gate(const GateArgs& a, const gate::GateResult& res, const gate::GateOptions& opt);
+
 int run_gate(const GateArgs& a) {
   if (a.thresholds.empty() && a.preset.empty() && a.baseline.empty() && !a.bitwise)
     RLP_THROW_INPUT(
         "nothing to gate on: give --thresholds FILE.toml, --preset nemo-rl|verl, --baseline BASE.h5 and/or "
         "--bitwise");
-  const RunData run = read_run_file(a.run);
   gate::GateOptions opt;
   opt.thresholds = load_thresholds(a.preset, a.thresholds);
+  if (is_sweep_file(a.run)) {  // every point of a sweep against the thresholds
+    opt.recipes = split_list(a.recipes);
+    opt.bitwise = a.bitwise;
+    const SweepResult sweep = read_sweep_file(a.run);
+    if (!a.baseline.empty())
+      RLP_THROW_INPUT(
+          "'{}' is a sweep file: it is gated against thresholds only (--baseline needs a run file)", a.run);
+    return report_gate(a, gate::evaluate_sweep(sweep, opt), opt);
+  }
+  const RunData run = read_run_file(a.run);
   RunData base;
   if (!a.baseline.empty()) {
     base = read_run_file(a.baseline);
@@ -39,8 +51,11 @@ int run_gate(const GateArgs& a) {
   opt.allow_different_inputs = a.allow_different_inputs;
   opt.recipes = split_list(a.recipes);
   opt.bitwise = a.bitwise;
-  const gate::GateResult res = gate::evaluate(run, opt);
+  return report_gate(a, gate::evaluate(run, opt), opt);
+}
 
+// Writes the --junit / --markdown files, prints the table (or --json), and gives the exit code.
+int report_gate(const GateArgs& a, const gate::GateResult& res, const gate::GateOptions& opt) {
   gate::ReportContext ctx;
   ctx.run_path = a.run;
   ctx.baseline_path = a.baseline;
@@ -62,7 +77,9 @@ void setup_gate(CLI::App& app, CommandRegistry& registry) {
   auto args = std::make_shared<GateArgs>();
   auto* sub = app.add_subcommand(
       "gate", "Check a run against thresholds and/or a baseline run (exit 0 pass, 1 violation, 2 error)");
-  sub->add_option("run", args->run, "run file (HDF5) written by replay or compare")->required();
+  sub->add_option("run", args->run,
+                  "run file (HDF5) written by replay or compare, or a sweep file (every point is gated)")
+      ->required();
   sub->add_option("--thresholds", args->thresholds,
                   "TOML thresholds file (docs/gate.md); overrides a --preset per statistic");
   sub->add_option("--preset", args->preset, "named thresholds: nemo-rl or verl");

@@ -9,6 +9,7 @@
 #include "cli/replay_args.hpp"
 #include "rlparity/dist/job.hpp"
 #include "rlparity/io/run_file.hpp"
+#include "rlparity/io/sweep_file.hpp"
 #include "rlparity/model/checkpoint.hpp"
 #include "rlparity/replay/sweep.hpp"
 #include "rlparity/util/atomic_file.hpp"

@@ -257,4 +257,31 @@ GateResult evaluate(const RunData& run, const GateOptions& opts) {
   return res;
 }
 
+GateResult evaluate_sweep(const SweepResult& sweep, const GateOptions& opts) {
+  if (opts.baseline || opts.bitwise)
+    RLP_THROW_INPUT(
+        "a sweep file is gated against thresholds only (--baseline and --bitwise need a run file)");
+  GateResult all;
+  const std::size_t R = sweep.recipes.size();
+  for (std::size_t p = 0; p < sweep.points(); ++p) {
+    RunData point;
+    for (std::size_t r = 0; r < R; ++r) {
+      RecipeResult rr;
+      rr.name = sweep.recipes[r];
+      for (const auto& [name, values] : sweep.summary)
+        if (!std::isnan(values[p * R + r]) || name == "num_tokens") rr.summary[name] = values[p * R + r];
+      point.recipes.push_back(std::move(rr));
+    }
+    GateResult res = evaluate(point, opts);
+    const std::string at = " @ " + sweep_point_label(sweep, p);
+    for (auto& name : res.recipes) all.recipes.push_back(name + at);
+    for (auto& c : res.checks) {
+      c.recipe += at;
+      all.checks.push_back(std::move(c));
+    }
+    for (auto& n : res.notes) all.notes.push_back(n + at);
+  }
+  return all;
+}
+
 }  // namespace rlp::gate

@@ -402,12 +402,20 @@ std::vector<T> read_dataset(hid_t loc, const std::string& name, hid_t mem_type, 
   return out;
 }
 
-std::vector<std::string> read_string_dataset(hid_t loc, const std::string& name, const std::string& what) {
+std::vector<std::string> read_string_dataset(hid_t loc, const std::string& name, const std::string& what,
+                                             std::vector<uint64_t>* shape = nullptr) {
   if (!link_exists(loc, name)) throw H5Failure("missing dataset " + what);
   Id dset = make_id(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), H5Dclose, "open dataset " + what);
   Id ftype = make_id(H5Dget_type(dset.get()), H5Tclose, "type of " + what);
   if (H5Tget_class(ftype.get()) != H5T_STRING) throw H5Failure(what + " is not a string dataset");
-  const std::size_t n = dataset_length(dset.get(), what);
+  std::size_t n = 0;
+  if (shape) {
+    *shape = dataset_shape(dset.get(), what, 0);
+    n = 1;
+    for (uint64_t d : *shape) n *= static_cast<std::size_t>(d);
+  } else {
+    n = dataset_length(dset.get(), what);
+  }
   std::vector<std::string> out;
   out.reserve(n);
   if (n == 0) return out;
@@ -582,6 +590,10 @@ std::vector<T> Group::read_dataset(const std::string& name, std::vector<uint64_t
 }
 std::vector<std::string> Group::read_string_dataset(const std::string& name) const {
   return h5::read_string_dataset(id_, name, child(name));
+}
+std::vector<std::string> Group::read_string_dataset(const std::string& name,
+                                                    std::vector<uint64_t>& shape) const {
+  return h5::read_string_dataset(id_, name, child(name), &shape);
 }
 bool Group::dataset_is_string(const std::string& name) const {
   return h5::dataset_is_string(id_, name, child(name));

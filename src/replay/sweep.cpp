@@ -6,16 +6,13 @@
 #include <cmath>
 #include <limits>
 
-#include "rlparity/io/h5_file.hpp"
 #include "rlparity/metrics/metric_catalogue.hpp"
 #include "rlparity/metrics/statistics.hpp"
 #include "rlparity/metrics/summary_table.hpp"
 #include "rlparity/replay/replay.hpp"
-#include "rlparity/util/atomic_file.hpp"
 #include "rlparity/util/error.hpp"
 #include "rlparity/util/interrupt.hpp"
 #include "rlparity/util/strings.hpp"
-#include "rlparity/util/version.hpp"
 
 namespace rlp {
 
@@ -173,56 +170,9 @@ SweepResult run_sweep(const Checkpoint& ckpt, std::vector<InputSequence>& inputs
   return out;
 }
 
-void write_sweep_file(const std::string& path, const SweepResult& sweep, const std::string& command_line,
-                      const std::string& checkpoint_hash, bool force) {
-  check_output_path(path, "sweep file", force);
-  const auto P = static_cast<uint64_t>(sweep.points()), R = static_cast<uint64_t>(sweep.recipes.size());
-  h5::write_file_atomic(path, "sweep file", [&](h5::Group& root) {
-    root.write_attr_string("tool_version", version());
-    root.write_attr_string("command_line", command_line);
-    root.write_attr_string("checkpoint_hash", checkpoint_hash);
-    h5::Group g = root.create_group("sweep");
-    g.write_dataset("knobs", sweep.knobs);
-    g.write_dataset("values", sweep.values, {P, static_cast<uint64_t>(sweep.knobs.size())});
-    g.write_dataset("recipes", sweep.recipes);
-    h5::Group s = g.create_group("summary");
-    for (const auto& [name, values] : sweep.summary) s.write_dataset(name, values, {P, R});
-    s.close();
-    h5::Group pos = g.create_group("position");
-    pos.write_dataset("mean_abs_log_ratio", sweep.position_curve,
-                      {P, R, static_cast<uint64_t>(sweep.positions)});
-    pos.close();
-    h5::Group b = g.create_group("boundaries");
-    b.write_attr<int64_t>("window", sweep.boundary_options.window);
-    b.write_attr<double>("z_threshold", sweep.boundary_options.z_threshold);
-    b.write_attr<double>("min_jump", sweep.boundary_options.min_jump);
-    std::vector<int64_t> point, recipe, position;
-    std::vector<double> jump, z;
-    for (const auto& pb : sweep.boundaries) {
-      point.push_back(pb.point);
-      recipe.push_back(pb.recipe);
-      position.push_back(pb.b.position);
-      jump.push_back(pb.b.jump);
-      z.push_back(pb.b.z);
-    }
-    b.write_dataset("point", point);
-    b.write_dataset("recipe", recipe);
-    b.write_dataset("position", position);
-    b.write_dataset("jump", jump);
-    b.write_dataset("z", z);
-    b.close();
-    g.close();
-  });
-}
-
 std::string format_sweep_table(const SweepResult& sweep) {
-  const std::size_t P = sweep.points(), R = sweep.recipes.size(), K = sweep.knobs.size();
-  auto point_label = [&](std::size_t p) {
-    std::string s;
-    for (std::size_t k = 0; k < K; ++k)
-      s += fmt::format("{}{}={}", k ? " " : "", sweep.knobs[k], sweep.values[p * K + k]);
-    return s;
-  };
+  const std::size_t P = sweep.points(), R = sweep.recipes.size();
+  auto point_label = [&](std::size_t p) { return sweep_point_label(sweep, p); };
   std::vector<RecipeResult> rows;
   for (std::size_t p = 0; p < P; ++p)
     for (std::size_t r = 0; r < R; ++r) {

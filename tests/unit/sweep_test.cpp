@@ -6,11 +6,16 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <random>
 
+#include "rlparity/gate/gate.hpp"
+#include "rlparity/gate/thresholds.hpp"
+#include "rlparity/io/sweep_file.hpp"
 #include "rlparity/metrics/statistics.hpp"
 #include "rlparity/replay/replay.hpp"
 #include "rlparity/util/error.hpp"
@@ -124,6 +129,45 @@ TEST(Sweep, PointEqualsPlainReplayBitForBit) {
   write_sweep_file(path, sw, "test", stories().content_hash(), true);
   EXPECT_TRUE(std::filesystem::exists(path));
   EXPECT_THROW(write_sweep_file(path, sw, "test", "", false), InputError);
+  // Read back as written.
+  EXPECT_TRUE(is_sweep_file(path));
+  const SweepResult back = read_sweep_file(path);
+  EXPECT_EQ(back.knobs, sw.knobs);
+  EXPECT_EQ(back.values, sw.values);
+  EXPECT_EQ(back.recipes, sw.recipes);
+  EXPECT_EQ(back.positions, sw.positions);
+  ASSERT_EQ(back.summary.size(), sw.summary.size());
+  for (const auto& [name, v] : sw.summary)
+    for (std::size_t i = 0; i < v.size(); ++i) EXPECT_TRUE(same_bits(v[i], back.summary.at(name)[i])) << name;
+  EXPECT_EQ(back.boundaries.size(), sw.boundaries.size());
+  // The gate checks every point: a bound between the points' values passes some and fails others,
+  // each check named by recipe and point.
+  std::vector<double> fp16;
+  for (std::size_t p = 0; p < sw.points(); ++p) fp16.push_back(m[p * R + 1]);
+  const double mid =
+      (*std::min_element(fp16.begin(), fp16.end()) + *std::max_element(fp16.begin(), fp16.end())) / 2;
+  gate::GateOptions go;
+  go.thresholds = gate::parse_thresholds(fmt::format("[default]\nmean_abs_log_ratio = {}\n", mid), "t.toml");
+  go.recipes = {"fp16"};
+  const gate::GateResult res = gate::evaluate_sweep(back, go);
+  ASSERT_EQ(res.checks.size(), sw.points());
+  std::size_t fails = 0;
+  for (std::size_t p = 0; p < sw.points(); ++p) {
+    EXPECT_EQ(res.checks[p].recipe, "fp16 @ " + sweep_point_label(sw, p));
+    EXPECT_EQ(res.checks[p].verdict == gate::Verdict::fail, fp16[p] > mid) << p;
+    fails += fp16[p] > mid;
+  }
+  EXPECT_GT(fails, 0u);
+  EXPECT_LT(fails, sw.points());
+  go.bitwise = true;
+  EXPECT_THROW(gate::evaluate_sweep(back, go), InputError);
+  const std::string toml = path + ".toml";
+  std::ofstream(toml) << fmt::format("[default]\nmean_abs_log_ratio = {}\n", mid);
+  const auto cli = rlp_test::run_command(std::string(RLPARITY_CLI_PATH) + " gate " + path +
+                                         " --recipes fp16 --thresholds " + toml);
+  std::filesystem::remove(toml);
+  EXPECT_EQ(cli.code, 1) << cli.output;
+  EXPECT_NE(cli.output.find("fp16 @ gen-tp="), std::string::npos) << cli.output;
   std::filesystem::remove(path);
   EXPECT_NE(format_sweep_table(sw).find("gen-attention=split-kv:4"), std::string::npos);
 }

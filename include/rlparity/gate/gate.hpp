@@ -9,6 +9,7 @@
 #include "rlparity/gate/thresholds.hpp"
 #include "rlparity/metrics/metric_catalogue.hpp"
 #include "rlparity/run/run_data.hpp"
+#include "rlparity/run/sweep_data.hpp"
 
 namespace rlp::gate {
 
@@ -78,5 +79,11 @@ Check bitwise_check(const RecipeResult& r, const std::vector<std::string>& seq_i
 // an unknown recipe in opts.recipes or in the thresholds' [recipes.*] tables (nearest name suggested), an
 // incompatible baseline (see above), a negative max_regression.
 GateResult evaluate(const RunData& run, const GateOptions& opts);
+
+// Every point of a sweep (sweep_data.hpp) against the thresholds, each point's recipes gated as a
+// run's would be (per-recipe sections apply by recipe name); a check's recipe reads
+// "<recipe> @ <knob=value ...>". Thresholds only: InputError for a baseline or --bitwise (a sweep
+// file holds summaries, not tokens).
+GateResult evaluate_sweep(const SweepResult& sweep, const GateOptions& opts);
 
 }  // namespace rlp::gate

@@ -77,7 +77,8 @@ class Group {
   // Any rank: the values row-major, the shape into `shape`.
   template <StoredNumber T>
   std::vector<T> read_dataset(const std::string& name, std::vector<uint64_t>& shape) const;
-  std::vector<std::string> read_string_dataset(const std::string& name) const;
+  std::vector<std::string> read_string_dataset(const std::string& name) const;  // 1-D only
+  std::vector<std::string> read_string_dataset(const std::string& name, std::vector<uint64_t>& shape) const;
   bool dataset_is_string(const std::string& name) const;
 
  private:

@@ -15,6 +15,7 @@
 #include "rlparity/replay/inputs.hpp"
 #include "rlparity/replay/replay_plan.hpp"
 #include "rlparity/run/run_data.hpp"
+#include "rlparity/run/sweep_data.hpp"
 
 namespace rlp {
 
@@ -45,23 +46,6 @@ std::vector<double> position_mean_abs_log_ratio(const RecipeResult& r,
                                                 const std::vector<int64_t>& resp_offsets,
                                                 std::size_t positions);
 
-struct SweepResult {
-  std::vector<std::string> knobs;                      // axis names, as given
-  std::vector<std::string> values;                     // points x knobs, row-major
-  std::vector<std::string> recipes;                    // the recipes replayed at every point
-  std::vector<std::string> statistics;                 // metric_names(): the keys of summary
-  std::map<std::string, std::vector<double>> summary;  // per statistic: points x recipes (NaN: absent)
-  std::size_t positions = 0;                           // longest response
-  std::vector<double> position_curve;                  // points x recipes x positions
-  struct PointBoundary {
-    int64_t point = 0, recipe = 0;
-    Boundary b;
-  };
-  std::vector<PointBoundary> boundaries;  // by point, then recipe, then position
-  BoundaryOptions boundary_options;
-  std::size_t points() const { return knobs.empty() ? 0 : values.size() / knobs.size(); }
-};
-
 // Called after each point's replay with its index and run (for --keep-runs).
 using SweepPointFn = std::function<void(std::size_t point, RunData& run)>;
 
@@ -70,12 +54,6 @@ using SweepPointFn = std::function<void(std::size_t point, RunData& run)>;
 SweepResult run_sweep(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, const ReplayOptions& base,
                       const std::vector<GridAxis>& axes, const SweepPointFn& on_point = {},
                       const BoundaryOptions& boundary_options = {});
-
-// The sweep file (docs/sweep.md): /sweep/knobs, values, recipes, summary/<statistic>,
-// position/mean_abs_log_ratio, boundaries/{point,recipe,position,jump,z}; root attributes
-// tool_version, command_line, checkpoint_hash. Atomic; refuses to overwrite unless `force`.
-void write_sweep_file(const std::string& path, const SweepResult& sweep, const std::string& command_line,
-                      const std::string& checkpoint_hash, bool force);
 
 // One row per point x recipe: the knob values, the recipe, the headline statistics, and the
 // boundaries found on that curve.
