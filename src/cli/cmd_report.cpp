@@ -11,6 +11,7 @@
 #include "rlparity/gate/thresholds.hpp"
 #include "rlparity/inspect/inspect.hpp"
 #include "rlparity/io/run_file.hpp"
+#include "rlparity/io/sweep_file.hpp"
 #include "rlparity/report/report.hpp"
 #include "rlparity/util/atomic_file.hpp"
 #include "rlparity/util/error.hpp"
@@ -51,8 +52,24 @@ int run_inspect_report(const ReportArgs& a) {
   return write_outputs(a, html, md, fmt::format("{} tensors", r.tensors.size()));
 }
 
+// `report SWEEP.h5`: a sweep file (io/sweep_file.hpp); run-file options make no sense there.
+int run_sweep_report(const ReportArgs& a) {
+  if (!a.baseline.empty() || !a.thresholds.empty() || !a.preset.empty() || !a.inspect.empty())
+    RLP_THROW_INPUT(
+        "'{}' is a sweep file: --baseline, --thresholds, --preset and --inspect need a run file (gate checks "
+        "every point of a sweep: `rlparity gate {} --thresholds ...`)",
+        a.run, a.run);
+  const SweepResult sweep = read_sweep_file(a.run);
+  report::ReportOptions opt;
+  opt.run_path = a.run;
+  const std::string html = report::render_sweep_html(sweep, opt);
+  const std::string md = a.markdown.empty() ? std::string() : report::render_sweep_markdown(sweep, opt);
+  return write_outputs(a, html, md, fmt::format("{} points", sweep.points()));
+}
+
 int run_report(const ReportArgs& a) {
   if (is_inspect_file(a.run)) return run_inspect_report(a);
+  if (is_sweep_file(a.run)) return run_sweep_report(a);
   const RunData run = read_run_file(a.run);
   report::ReportOptions opt;
   opt.run_path = a.run;

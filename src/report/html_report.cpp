@@ -446,4 +446,52 @@ std::string render_inspect_html(const InspectResult& r, const ReportOptions& opt
   return o;
 }
 
+std::string render_sweep_html(const SweepResult& sweep, const ReportOptions& opt) {
+  std::string o = page_open("rlparity sweep report: " + opt.run_path);
+  o += "<header><h1>rlparity sweep</h1>\n<table class=\"meta\" id=\"run-meta\"><tbody>\n";
+  std::string knobs;
+  for (const auto& k : sweep.knobs) knobs += (knobs.empty() ? "" : " x ") + k;
+  for (const auto& [k, v] :
+       std::vector<std::pair<std::string, std::string>>{{"sweep file", opt.run_path},
+                                                        {"grid", knobs},
+                                                        {"points", std::to_string(sweep.points())},
+                                                        {"recipes", [&] {
+                                                           std::string r;
+                                                           for (const auto& x : sweep.recipes)
+                                                             r += (r.empty() ? "" : ", ") + x;
+                                                           return r;
+                                                         }()}})
+    o += meta_row(k, v);
+  o += "</tbody></table>\n<nav><a href=\"#sweep-points\">points</a><a "
+       "href=\"#sweep-positions\">positions</a><a "
+       "href=\"#sweep-boundaries\">boundaries</a></nav></header>\n";
+  const auto sections = sweep_sections(sweep);
+  o += "<section>" + table_section_html(sections.at(0)) + "</section>\n";
+  // Per recipe, the per-position mean |log ratio| of every point (one curve each).
+  o += R"(<section id="sweep-positions"><h2>Mean |log ratio| per response position</h2><div class="plots">)";
+  const std::size_t P = sweep.points(), R = sweep.recipes.size(), N = sweep.positions;
+  for (std::size_t r = 0; r < R; ++r) {
+    std::vector<Series> curves;
+    for (std::size_t p = 0; p < P; ++p) {
+      Series c{sweep_point_label(sweep, p), p, {}, {}, true};
+      for (std::size_t j = 0; j < N; ++j) {
+        c.x.push_back(static_cast<double>(j));
+        c.y.push_back(sweep.position_curve[(p * R + r) * N + j]);
+      }
+      curves.push_back(std::move(c));
+    }
+    PlotOptions po;
+    po.id = "sweep-position-" + slug(sweep.recipes[r]);
+    po.title = "Mean |log ratio| per response position: " + sweep.recipes[r];
+    po.x = Axis{"response position", "", false, {}, {}};
+    po.y = Axis{"mean |log ratio|", "nats", true, {}, {}};
+    po.width = 900;
+    o += line_plot(po, curves);
+  }
+  o += "</div></section>\n";
+  o += "<section>" + table_section_html(sections.at(1)) + "</section>\n";
+  o += page_close();
+  return o;
+}
+
 }  // namespace rlp::report

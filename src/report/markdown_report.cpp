@@ -173,4 +173,13 @@ std::string render_inspect_markdown(const InspectResult& r, const ReportOptions&
   return o;
 }
 
+std::string render_sweep_markdown(const SweepResult& sweep, const ReportOptions& opt) {
+  std::string o = fmt::format("## rlparity sweep: {}\n\n", code(opt.run_path));
+  o += fmt::format("{} points of the grid {}; recipes {}.\n", sweep.points(),
+                   code(fmt::format("{}", fmt::join(sweep.knobs, " x "))),
+                   fmt::format("{}", fmt::join(sweep.recipes, ", ")));
+  for (const auto& s : sweep_sections(sweep)) o += table_section_md(s);
+  return o;
+}
+
 }  // namespace rlp::report

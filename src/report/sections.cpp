@@ -422,6 +422,71 @@ std::vector<TableSection> routing_sections(const RunData& run) {
   return out;
 }
 
+std::vector<TableSection> sweep_sections(const SweepResult& sweep) {
+  std::vector<TableSection> out;
+  const std::size_t P = sweep.points(), R = sweep.recipes.size(), K = sweep.knobs.size();
+  {
+    TableSection s;
+    s.id = "sweep-points";
+    s.title = "Headline statistics per point";
+    s.notes.push_back(fmt::format(
+        "{} points of the grid ({}), each a replay of the same inputs; per recipe its headline statistics "
+        "(docs/sweep.md, docs/metrics.md).",
+        P, fmt::join(sweep.knobs, " x ")));
+    s.keys.push_back("point");
+    s.headers.push_back("#");
+    for (const auto& k : sweep.knobs) {
+      s.keys.push_back(k);
+      s.headers.push_back(k);
+    }
+    std::vector<std::string> stats;
+    for (const auto& n : headline_metric_names())
+      if (sweep.summary.count(n)) stats.push_back(n);
+    std::vector<std::pair<std::string, std::string>> series;
+    for (const auto& r : sweep.recipes)
+      for (const auto& n : stats) {
+        const MetricInfo* m = find_metric(n);
+        s.keys.push_back(r + "/" + n);
+        s.headers.push_back(r + ": " + (m && !m->label.empty() ? m->label : n));
+        if (n == "mean_abs_log_ratio") series.emplace_back(s.keys.back(), r);
+      }
+    std::vector<std::string> cats;
+    for (std::size_t p = 0; p < P; ++p) {
+      std::vector<TableCell> row = {num_cell(static_cast<double>(p))};
+      for (std::size_t k = 0; k < K; ++k) row.push_back(text_cell(sweep.values[p * K + k]));
+      for (std::size_t r = 0; r < R; ++r)
+        for (const auto& n : stats) row.push_back(num_cell(sweep.summary.at(n)[p * R + r]));
+      s.rows.push_back(std::move(row));
+      cats.push_back(sweep_point_label(sweep, p));
+    }
+    if (!series.empty()) s.bar_column = column_index(s, series.front().first);
+    add_chart(s, "Mean |log ratio| per point of the grid", "mean |log ratio| (nats)", cats, series);
+    out.push_back(std::move(s));
+  }
+  {
+    TableSection s;
+    s.id = "sweep-boundaries";
+    s.title = "Divergence boundaries";
+    s.notes.push_back(fmt::format(
+        "Positions where a point's per-position mean |log ratio| jumps (the change-point test of "
+        "docs/sweep.md: "
+        "window {}, z >= {}, |jump| >= {}): a kernel tile boundary shows up here as a position, not by eye. "
+        "{}",
+        sweep.boundary_options.window, format_sig(sweep.boundary_options.z_threshold, 3),
+        format_sig(sweep.boundary_options.min_jump, 3), sweep.boundaries.empty() ? "None was found." : ""));
+    s.keys = {"point", "knobs", "recipe", "position", "jump", "z"};
+    s.headers = {"#", "knobs", "recipe", "position", "jump", "z"};
+    for (const auto& pb : sweep.boundaries) {
+      const auto p = static_cast<std::size_t>(pb.point), r = static_cast<std::size_t>(pb.recipe);
+      s.rows.push_back({num_cell(static_cast<double>(p)), text_cell(sweep_point_label(sweep, p)),
+                        text_cell(r < R ? sweep.recipes[r] : "?"),
+                        num_cell(static_cast<double>(pb.b.position)), num_cell(pb.b.jump), num_cell(pb.b.z)});
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 std::vector<TableSection> engine_sections(const RunData& run) {
   const std::vector<RecipeResult> rows = engine_comparison_rows(run.recipes);
   if (rows.empty()) return {};

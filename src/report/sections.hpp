@@ -11,6 +11,7 @@
 #include "rlparity/inspect/inspect.hpp"
 #include "rlparity/report/svg.hpp"
 #include "rlparity/run/run_data.hpp"
+#include "rlparity/run/sweep_data.hpp"
 
 namespace rlp::report {
 
@@ -48,6 +49,10 @@ std::vector<TableSection> attribution_sections(const RunData& run);
 // against the oracle), the oracle router's margin p_k - p_(k+1) of flipped vs kept choices as a
 // histogram, and the divergence of tokens with and without a flip. Empty for a dense run.
 std::vector<TableSection> routing_sections(const RunData& run);
+// A sweep file (sweep_data.hpp): one row per point (its knob values), per recipe the headline
+// statistics, with a bar chart of each recipe's mean |log ratio| per point; and the divergence
+// boundaries found on the per-position curves.
+std::vector<TableSection> sweep_sections(const SweepResult& sweep);
 // "Engine vs emulation": one row per recipe and side the engine was compared with (engine_side.hpp),
 // the token count, the headline statistics and the RL-impact fractions of the pair. Empty when the
 // run's inputs carry no engine logprobs.

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
 
 #include "rlparity/gate/gate.hpp"
@@ -228,6 +229,21 @@ TEST_F(SweepCli, WritesTheSweepFileAndKeptRunsAndRefusesAmbiguousKnobs) {
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.output.find("int3"), std::string::npos) << bad.output;
   EXPECT_FALSE(std::filesystem::exists(dir_ / "t.h5"));
+  // report renders the sweep file: the per-point table and chart, one per-position plot per recipe.
+  const auto rep =
+      rlp_test::run_command("cd " + dir_.string() + " && " + cli + " report s.h5 -o s.html --markdown s.md");
+  ASSERT_EQ(rep.code, 0) << rep.output;
+  std::ifstream html(dir_ / "s.html"), md(dir_ / "s.md");
+  const std::string h((std::istreambuf_iterator<char>(html)), std::istreambuf_iterator<char>()),
+      m((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
+  for (const char* id :
+       {"data-plot=\"sweep-points\"", "data-plot=\"sweep-position-bf16\"", "id=\"sweep-boundaries\""})
+    EXPECT_NE(h.find(id), std::string::npos) << id;
+  EXPECT_NE(m.find("| 1 | 2 |"), std::string::npos) << m;  // point 1: gen-tp=2
+  const auto refused =
+      rlp_test::run_command("cd " + dir_.string() + " && " + cli + " report s.h5 --preset verl -o x.html");
+  EXPECT_EQ(refused.code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("is a sweep file"), std::string::npos) << refused.output;
   if (std::system("/usr/bin/python3 -c 'import h5py' 2>/dev/null") != 0) GTEST_SKIP() << "no h5py";
   const std::string script = write("check.py", R"(
 import h5py, sys

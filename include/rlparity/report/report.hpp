@@ -12,6 +12,7 @@
 #include "rlparity/inspect/inspect.hpp"
 #include "rlparity/model/tokenizer.hpp"
 #include "rlparity/run/run_data.hpp"
+#include "rlparity/run/sweep_data.hpp"
 
 namespace rlp::report {
 
@@ -88,6 +89,10 @@ std::string render_html(const RunData& run, const ReportOptions& opt);
 std::string render_markdown(const RunData& run, const ReportOptions& opt);
 // A report of an inspect file alone (`report INSPECT.h5`): header, per-layer and per-tensor sections.
 std::string render_inspect_html(const InspectResult& r, const ReportOptions& opt);
+// A sweep file's report (`report SWEEP.h5`): header, the per-point table with its chart, the
+// per-position curves of every recipe (one curve per point), the boundaries.
+std::string render_sweep_html(const SweepResult& sweep, const ReportOptions& opt);
+std::string render_sweep_markdown(const SweepResult& sweep, const ReportOptions& opt);
 std::string render_inspect_markdown(const InspectResult& r, const ReportOptions& opt);
 
 }  // namespace rlp::report
