@@ -126,10 +126,7 @@ void setup_report(CLI::App& app, CommandRegistry& registry) {
   sub->add_option("--worst", args->worst, "rows of each worst-tokens table in the HTML report")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
-  sub->add_option(
-      "--tokenizer", args->tokenizer,
-      "tokenizer.json (or a directory holding one) that shows the worst tokens and their contexts "
-      "as text (default: the run's checkpoint directory's, when it has one)");
+  add_tokenizer_option(sub, args->tokenizer);
   sub->add_option("--birth-threshold", args->birth_threshold,
                   "relative hidden-state divergence |h_gen - h_train| / |h_train| at which the token x layer "
                   "heatmap marks a token's mismatch as born")

@@ -102,10 +102,7 @@ void setup_summary(CLI::App& app, CommandRegistry& registry) {
   sub->add_option("--worst", args->worst, "tokens with the largest |log ratio| listed per recipe (0: none)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1000));
-  sub->add_option(
-      "--tokenizer", args->tokenizer,
-      "tokenizer.json (or a directory holding one) that shows the worst tokens and their contexts "
-      "as text (default: the run's checkpoint directory's, when it has one)");
+  add_tokenizer_option(sub, args->tokenizer);
   registry.add(sub, [args] { return run_summary(*args); });
 }
 

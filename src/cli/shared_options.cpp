@@ -82,4 +82,11 @@ std::optional<Tokenizer> run_tokenizer(const RunData& run, const std::string& pa
   }
 }
 
+void add_tokenizer_option(CLI::App* sub, std::string& path) {
+  sub->add_option(
+      "--tokenizer", path,
+      "tokenizer.json (or a directory holding one) that shows the worst tokens and their contexts "
+      "as text (default: the run's checkpoint directory's, when it has one)");
+}
+
 }  // namespace rlp::cli

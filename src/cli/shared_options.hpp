@@ -35,5 +35,7 @@ void print_json(const nlohmann::json& j);
 // one; errors are the user's to fix), else the run's checkpoint directory's tokenizer.json when it
 // is there (a missing or unreadable one is skipped with a note on stderr: ids are shown instead).
 std::optional<Tokenizer> run_tokenizer(const RunData& run, const std::string& path);
+// --tokenizer PATH (summary, report).
+void add_tokenizer_option(CLI::App* sub, std::string& path);
 
 }  // namespace rlp::cli

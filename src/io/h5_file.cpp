@@ -379,6 +379,15 @@ std::size_t dataset_length(hid_t dset, const std::string& what) {
   return static_cast<std::size_t>(dataset_shape(dset, what, 1)[0]);
 }
 
+// The elements to read: with `shape`, any rank (the shape returned there), else a 1-D length.
+std::size_t element_count(hid_t dset, const std::string& what, std::vector<uint64_t>* shape) {
+  if (!shape) return dataset_length(dset, what);
+  *shape = dataset_shape(dset, what, 0);
+  std::size_t n = 1;
+  for (uint64_t d : *shape) n *= static_cast<std::size_t>(d);
+  return n;
+}
+
 template <class T>
 std::vector<T> read_dataset(hid_t loc, const std::string& name, hid_t mem_type, const std::string& what,
                             std::vector<uint64_t>* shape = nullptr) {
@@ -387,14 +396,7 @@ std::vector<T> read_dataset(hid_t loc, const std::string& name, hid_t mem_type, 
   Id ftype = make_id(H5Dget_type(dset.get()), H5Tclose, "type of " + what);
   const H5T_class_t c = H5Tget_class(ftype.get());
   if (c != H5T_INTEGER && c != H5T_FLOAT) throw H5Failure(what + " is not numeric");
-  std::size_t n = 0;
-  if (shape) {
-    *shape = dataset_shape(dset.get(), what, 0);
-    n = 1;
-    for (uint64_t d : *shape) n *= static_cast<std::size_t>(d);
-  } else {
-    n = dataset_length(dset.get(), what);
-  }
+  const std::size_t n = element_count(dset.get(), what, shape);
   std::vector<T> out(n);
   if (n > 0)
     check_status(H5Dread(dset.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()),
@@ -408,14 +410,7 @@ std::vector<std::string> read_string_dataset(hid_t loc, const std::string& name,
   Id dset = make_id(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), H5Dclose, "open dataset " + what);
   Id ftype = make_id(H5Dget_type(dset.get()), H5Tclose, "type of " + what);
   if (H5Tget_class(ftype.get()) != H5T_STRING) throw H5Failure(what + " is not a string dataset");
-  std::size_t n = 0;
-  if (shape) {
-    *shape = dataset_shape(dset.get(), what, 0);
-    n = 1;
-    for (uint64_t d : *shape) n *= static_cast<std::size_t>(d);
-  } else {
-    n = dataset_length(dset.get(), what);
-  }
+  const std::size_t n = element_count(dset.get(), what, shape);
   std::vector<std::string> out;
   out.reserve(n);
   if (n == 0) return out;
