@@ -4,8 +4,6 @@
 
 #include <CLI/CLI.hpp>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "rlparity/util/error.hpp"
 
@@ -67,11 +65,8 @@ std::optional<Tokenizer> run_tokenizer(const RunData& run, const std::string& pa
       if (!t) RLP_THROW_INPUT("--tokenizer {}: the directory has no tokenizer.json", path);
       return t;
     }
-    std::ifstream in(path, std::ios::binary);
-    if (!in) RLP_THROW_INPUT("--tokenizer {}: no such file or directory", path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return Tokenizer::parse(ss.str(), path);
+    if (!fs::exists(path, ec)) RLP_THROW_INPUT("--tokenizer {}: no such file or directory", path);
+    return Tokenizer::open_file(path);
   }
   if (run.checkpoint_path.empty() || !fs::is_directory(run.checkpoint_path, ec)) return std::nullopt;
   try {

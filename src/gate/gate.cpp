@@ -262,16 +262,9 @@ GateResult evaluate_sweep(const SweepResult& sweep, const GateOptions& opts) {
     RLP_THROW_INPUT(
         "a sweep file is gated against thresholds only (--baseline and --bitwise need a run file)");
   GateResult all;
-  const std::size_t R = sweep.recipes.size();
   for (std::size_t p = 0; p < sweep.points(); ++p) {
     RunData point;
-    for (std::size_t r = 0; r < R; ++r) {
-      RecipeResult rr;
-      rr.name = sweep.recipes[r];
-      for (const auto& [name, values] : sweep.summary)
-        if (!std::isnan(values[p * R + r]) || name == "num_tokens") rr.summary[name] = values[p * R + r];
-      point.recipes.push_back(std::move(rr));
-    }
+    point.recipes = sweep_point_recipes(sweep, p);
     GateResult res = evaluate(point, opts);
     const std::string at = " @ " + sweep_point_label(sweep, p);
     for (auto& name : res.recipes) all.recipes.push_back(name + at);

@@ -256,7 +256,8 @@ RoutingResult read_routing_group(const h5::Group& recipe, std::size_t tokens) {
                       std::to_string(M) + " MoE layers)");
   }
   for (const auto& name : g.links()) {
-    if (name == "moe_layers" || name.find("experts") != std::string::npos || name == "margin_oracle")
+    if (name == "moe_layers" || name == "gen_experts" || name == "train_experts" ||
+        name == "oracle_experts" || name == "margin_oracle")
       continue;
     rt.layers[name] = g.read_dataset<double>(name);
     if (rt.layers[name].size() != M)

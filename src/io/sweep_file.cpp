@@ -122,4 +122,15 @@ std::string sweep_point_label(const SweepResult& sweep, std::size_t p) {
   return s;
 }
 
+std::vector<RecipeResult> sweep_point_recipes(const SweepResult& sweep, std::size_t p) {
+  const std::size_t R = sweep.recipes.size();
+  std::vector<RecipeResult> out(R);
+  for (std::size_t r = 0; r < R; ++r) {
+    out[r].name = sweep.recipes[r];
+    for (const auto& [name, values] : sweep.summary)
+      if (!std::isnan(values[p * R + r]) || name == "num_tokens") out[r].summary[name] = values[p * R + r];
+  }
+  return out;
+}
+
 }  // namespace rlp

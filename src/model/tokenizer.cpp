@@ -92,11 +92,15 @@ std::optional<Tokenizer> Tokenizer::open(const std::string& dir) {
   const std::filesystem::path p = std::filesystem::path(dir) / "tokenizer.json";
   std::error_code ec;
   if (!std::filesystem::is_regular_file(p, ec)) return std::nullopt;
-  std::ifstream in(p, std::ios::binary);
-  if (!in) RLP_THROW_INPUT("{}: cannot be read", p.string());
+  return open_file(p.string());
+}
+
+Tokenizer Tokenizer::open_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) RLP_THROW_INPUT("{}: cannot be read", path);
   std::stringstream ss;
   ss << in.rdbuf();
-  return parse(ss.str(), p.string());
+  return parse(ss.str(), path);
 }
 
 Tokenizer Tokenizer::parse(const std::string& text, const std::string& source) {
@@ -127,17 +131,16 @@ Tokenizer Tokenizer::parse(const std::string& text, const std::string& source) {
   } else {
     RLP_THROW_INPUT("{}: key 'model.vocab' must be an object or a list", source);
   }
-  std::map<int32_t, bool> added;
   if (const auto at = j.find("added_tokens"); at != j.end() && at->is_array())
     for (std::size_t i = 0; i < at->size(); ++i) {
       const json& e = (*at)[i];
       const std::string f = fmt::format("added_tokens[{}]", i);
       if (!e.is_object() || !e.contains("id") || !e.contains("content") || !e["content"].is_string())
         RLP_THROW_INPUT("{}: {}: expected an object with 'id' and 'content'", source, f);
-      t.pieces_[checked_id(e["id"], source, f + ".id")] = e["content"].get<std::string>();
-      added[checked_id(e["id"], source, f + ".id")] = true;
+      const int32_t id = checked_id(e["id"], source, f + ".id");
+      t.pieces_[id] = e["content"].get<std::string>();
+      t.added_.insert(id);
     }
-  t.added_ = std::move(added);
   const json decoder = j.contains("decoder") ? j["decoder"] : json();
   t.byte_level_ = has_decoder(decoder, "ByteLevel");
   t.byte_fallback_ = has_decoder(decoder, "ByteFallback") ||

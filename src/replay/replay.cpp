@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -384,10 +385,17 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
   const bool any_top =
       std::any_of(inputs.begin(), inputs.end(), [](const InputSequence& s) { return !s.engine_top.empty(); });
   std::vector<std::map<std::string, std::vector<double>>> topk(any_top ? NR : 0);
-  for (auto& m : topk)
+  // topk_out[recipe]: the four arrays in the order gen lower, gen upper, train lower, train upper.
+  std::vector<std::array<double*, 4>> topk_out(topk.size());
+  for (std::size_t ri = 0; ri < topk.size(); ++ri) {
+    std::size_t slot = 0;
     for (const char* side : {"gen", "train"})
-      for (const char* bound : {"lower", "upper"})
-        m[fmt::format("kl_topk_{}_engine_{}", bound, side)].assign(T, std::nan(""));
+      for (const char* bound : {"lower", "upper"}) {
+        std::vector<double>& v = topk[ri][fmt::format("kl_topk_{}_engine_{}", bound, side)];
+        v.assign(T, std::nan(""));
+        topk_out[ri][slot++] = v.data();
+      }
+  }
   // Per recipe, response token x layer: |g - t| / |t| of that token's hidden state (token_rel_l2).
   std::vector<std::vector<float>> token_rel(NR, std::vector<float>(T * L, 0.0f));
   RoutingSlots routing(spec, NR, T, opt.oracle);
@@ -490,13 +498,12 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
                   top_ids.push_back(x.token);
                   top_lp.push_back(x.logprob);
                 }
-                for (const auto& [side, row] :
-                     {std::pair<const char*, const float*>{"gen", g.logprobs.row(j).data()},
-                      {"train", t.logprobs.row(j).data()}}) {
+                for (int side = 0; side < 2; ++side) {
+                  const float* row = (side == 0 ? g : t).logprobs.row(j).data();
                   const TopkKlBounds kb =
                       topk_kl_bounds(top_ids.data(), top_lp.data(), top_ids.size(), row, spec.vocab, scratch);
-                  topk[ri].at(fmt::format("kl_topk_lower_engine_{}", side))[at] = kb.lower;
-                  topk[ri].at(fmt::format("kl_topk_upper_engine_{}", side))[at] = kb.upper;
+                  topk_out[ri][2 * side][at] = kb.lower;
+                  topk_out[ri][2 * side + 1][at] = kb.upper;
                 }
               }
             }

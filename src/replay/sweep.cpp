@@ -171,15 +171,10 @@ SweepResult run_sweep(const Checkpoint& ckpt, std::vector<InputSequence>& inputs
 }
 
 std::string format_sweep_table(const SweepResult& sweep) {
-  const std::size_t P = sweep.points(), R = sweep.recipes.size();
-  auto point_label = [&](std::size_t p) { return sweep_point_label(sweep, p); };
   std::vector<RecipeResult> rows;
-  for (std::size_t p = 0; p < P; ++p)
-    for (std::size_t r = 0; r < R; ++r) {
-      RecipeResult row;
-      row.name = fmt::format("{:>3}  {}  {}", p, point_label(p), sweep.recipes[r]);
-      for (const auto& [name, values] : sweep.summary)
-        if (!std::isnan(values[p * R + r]) || name == "num_tokens") row.summary[name] = values[p * R + r];
+  for (std::size_t p = 0; p < sweep.points(); ++p)
+    for (RecipeResult& row : sweep_point_recipes(sweep, p)) {
+      row.name = fmt::format("{:>3}  {}  {}", p, sweep_point_label(sweep, p), row.name);
       rows.push_back(std::move(row));
     }
   std::string out = format_summary_table(rows);
@@ -193,7 +188,7 @@ std::string format_sweep_table(const SweepResult& sweep) {
     out += "boundaries (per-position mean |log ratio| jumps; docs/sweep.md):\n";
     for (const auto& b : sweep.boundaries)
       out += fmt::format("  point {} ({}) {}: position {}  jump {:+.3e}  z {:.1f}\n", b.point,
-                         point_label(static_cast<std::size_t>(b.point)),
+                         sweep_point_label(sweep, static_cast<std::size_t>(b.point)),
                          sweep.recipes[static_cast<std::size_t>(b.recipe)], b.b.position, b.b.jump, b.b.z);
   }
   return out;

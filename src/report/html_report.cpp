@@ -449,18 +449,12 @@ std::string render_inspect_html(const InspectResult& r, const ReportOptions& opt
 std::string render_sweep_html(const SweepResult& sweep, const ReportOptions& opt) {
   std::string o = page_open("rlparity sweep report: " + opt.run_path);
   o += "<header><h1>rlparity sweep</h1>\n<table class=\"meta\" id=\"run-meta\"><tbody>\n";
-  std::string knobs;
-  for (const auto& k : sweep.knobs) knobs += (knobs.empty() ? "" : " x ") + k;
-  for (const auto& [k, v] :
-       std::vector<std::pair<std::string, std::string>>{{"sweep file", opt.run_path},
-                                                        {"grid", knobs},
-                                                        {"points", std::to_string(sweep.points())},
-                                                        {"recipes", [&] {
-                                                           std::string r;
-                                                           for (const auto& x : sweep.recipes)
-                                                             r += (r.empty() ? "" : ", ") + x;
-                                                           return r;
-                                                         }()}})
+  const std::string knobs = fmt::format("{}", fmt::join(sweep.knobs, " x "));
+  for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
+           {"sweep file", opt.run_path},
+           {"grid", knobs},
+           {"points", std::to_string(sweep.points())},
+           {"recipes", fmt::format("{}", fmt::join(sweep.recipes, ", "))}})
     o += meta_row(k, v);
   o += "</tbody></table>\n<nav><a href=\"#sweep-points\">points</a><a "
        "href=\"#sweep-positions\">positions</a><a "

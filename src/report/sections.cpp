@@ -368,8 +368,8 @@ std::vector<TableSection> routing_sections(const RunData& run) {
         (flip ? flipped : kept)[b] += 1.0;
         (flip ? nf : nk) += 1.0;
       }
-      for (auto* v : {&flipped, &kept})
-        for (double& x : *v) x = (v == &flipped ? nf : nk) > 0 ? x / (v == &flipped ? nf : nk) : 0.0;
+      for (double& x : flipped) x = nf > 0 ? x / nf : 0.0;
+      for (double& x : kept) x = nk > 0 ? x / nk : 0.0;
       s.keys.push_back(r->name + "/flipped");
       s.headers.push_back(fmt::format("{}: flipped ({:.0f})", r->name, nf));
       series.emplace_back(s.keys.back(), r->name + " flipped");

@@ -66,10 +66,10 @@ TEST(TopkKl, BothSidesTopKLowerBoundByHand) {
   const double plp[2] = {std::log(0.5), std::log(0.3)}, qlp[2] = {std::log(0.4), std::log(0.2)};
   EXPECT_NEAR(topk_kl_lower(pid, plp, 2, qid, qlp, 2), 0.5 * std::log(0.5 / 0.4) + 0.5 * std::log(0.5 / 0.6),
               1e-12);
-  // Nothing shared: P's listed mass is its rest's floor (0.8), Q's the same (0.6).
+  // Nothing shared: both sides are one bucket of mass 1 (1 - 0 exceeds the listed 0.8 and 0.6).
   const int32_t rid[1] = {7};
   const double rlp[1] = {std::log(0.6)};
-  EXPECT_NEAR(topk_kl_lower(pid, plp, 2, rid, rlp, 1), 1.0 * std::log(1.0 / 1.0), 1e-12);
+  EXPECT_NEAR(topk_kl_lower(pid, plp, 2, rid, rlp, 1), 0.0, 1e-12);
   // compare: both sides' top-k give tokens/kl_topk_lower and its mean; one side without: NaN.
   compare::DumpSequence d;
   d.id = "s";

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,8 @@ class Tokenizer {
   // The tokenizer of checkpoint directory `dir`: nullopt when it has no tokenizer.json; an
   // InputError naming the file and the field for one that is malformed.
   static std::optional<Tokenizer> open(const std::string& dir);
+  // The tokenizer.json at `path` (InputError when it cannot be read or is malformed).
+  static Tokenizer open_file(const std::string& path);
   // From a tokenizer.json document (`source` names it in errors).
   static Tokenizer parse(const std::string& json_text, const std::string& source);
 
@@ -33,7 +36,7 @@ class Tokenizer {
 
  private:
   std::map<int32_t, std::string> pieces_;        // id -> token string as stored
-  std::map<int32_t, bool> added_;                // added_tokens: their content is text, never bytes
+  std::set<int32_t> added_;                      // added_tokens: their content is text, never bytes
   bool byte_level_ = false;                      // ByteLevel decoder
   bool byte_fallback_ = false;                   // "<0xNN>" pieces are bytes
   std::string space_piece_;                      // the piece standing for a space ("▁"), empty for none

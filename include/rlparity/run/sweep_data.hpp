@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "rlparity/metrics/boundaries.hpp"
+#include "rlparity/run/run_data.hpp"
 
 namespace rlp {
 
@@ -29,5 +30,8 @@ struct SweepResult {
 
 // "knob=value knob=value" of point p.
 std::string sweep_point_label(const SweepResult& sweep, std::size_t point);
+// Point p's recipes, each named as in the sweep with the point's summary statistics (those the
+// point's run had: NaN entries left out, num_tokens always kept).
+std::vector<RecipeResult> sweep_point_recipes(const SweepResult& sweep, std::size_t point);
 
 }  // namespace rlp
