@@ -14,7 +14,7 @@ void upload_linear(const PreparedLinear& lin, Fp8Upload fp8, CudaLinear& d) {
   d.fp8 = lin.fp8;
   if (!lin.bias.empty()) d.bias.upload(lin.bias);
   if (!lin.fp8) {
-    d.w16.upload(lin.w);  // already the act dtype's bit patterns
+    d.w16.upload(lin.w.data(), lin.w.size());  // already the act dtype's bit patterns
     return;
   }
   d.block_rows = lin.wq.block_rows;

@@ -141,9 +141,7 @@ int run(ReplayArgs& a) {
       a.inputs, ckpt.spec().vocab, ckpt.spec().max_positions, parse_response_format(a.inputs_format));
   const ReplayPlan plan = make_replay_plan(ckpt.spec(), opt, attr);
   if (memory_limit != 0) {
-    uint64_t mapped = 0;
-    for (const auto& [name, t] : ckpt.tensors()) mapped += t.nbytes;
-    MemoryEstimate estimate = estimate_replay_memory(plan, inputs, mapped);
+    MemoryEstimate estimate = estimate_replay_memory(plan, inputs, checkpoint_storage(ckpt));
     estimate.ranks_on_node = Job::current().local_size();
     check_memory_limit(estimate, memory_limit, a.max_memory);
   }

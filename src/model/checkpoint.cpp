@@ -9,7 +9,9 @@
 // tensor hash. Printed as 16 lowercase hex digits.
 #include "rlparity/model/checkpoint.hpp"
 
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -73,6 +75,18 @@ inline uint64_t load64(const uint8_t* p) {
 }
 }  // namespace
 
+void release_pages(const void* p, std::size_t n) {
+  static const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto b = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t first = (b + page - 1) / page * page, last = (b + n) / page * page;
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);  // advisory
+}
+
+void TensorView::release_resident_pages() const {
+  release_pages(data, nbytes);
+  if (scale_inv) scale_inv->release_resident_pages();
+}
+
 float TensorView::block_scale_inv(int64_t r, int64_t c) const {
   const int64_t scale_cols = scale_inv->shape[1];
   return num::bits_f32(
@@ -119,16 +133,17 @@ void TensorView::to_float(float* out) const {
   }
 }
 
-void TensorView::to_double(double* out) const {
-  const int64_t n = numel();
+void TensorView::to_double(double* out) const { to_double(0, numel(), out); }
+
+void TensorView::to_double(int64_t first, int64_t count, double* out) const {
   if (dtype == DType::e4m3) {
     const int64_t cols = shape[1];
-    for (int64_t i = 0; i < n; ++i)
-      out[i] = static_cast<double>(e4m3_code(data[static_cast<std::size_t>(i)])) *
-               static_cast<double>(block_scale_inv(i / cols, i % cols));
+    for (int64_t i = first; i < first + count; ++i)
+      out[i - first] = static_cast<double>(e4m3_code(data[static_cast<std::size_t>(i)])) *
+                       static_cast<double>(block_scale_inv(i / cols, i % cols));
     return;
   }
-  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<double>(at(i));
+  for (int64_t i = first; i < first + count; ++i) out[i - first] = static_cast<double>(at(i));
 }
 
 // ---- XXH64 -------------------------------------------------------------------------------------
@@ -416,6 +431,10 @@ const std::string& Checkpoint::content_hash() const { return impl_->hash; }
 const std::vector<std::string>& Checkpoint::unused_tensors() const { return impl_->unused; }
 void Checkpoint::check_unchanged() const {
   for (const auto& f : impl_->files) f->check_unchanged();
+}
+
+void Checkpoint::release_resident_pages() const {
+  for (const auto& f : impl_->files) f->release_resident_pages();
 }
 
 Checkpoint Checkpoint::open(const std::string& dir_in, const CheckpointOptions& options) {

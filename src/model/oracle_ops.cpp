@@ -25,10 +25,7 @@ OracleOps::Cache OracleOps::new_cache(int capacity) const {
 void OracleOps::embed(const int32_t* tokens, int n, Mat& h) const {
   const int H = spec_.hidden;
   h.resize(n, H);
-  for (int i = 0; i < n; ++i)
-    for (int c = 0; c < H; ++c)
-      h(i, c) = w_.embed[static_cast<std::size_t>(tokens[i]) * static_cast<std::size_t>(H) +
-                         static_cast<std::size_t>(c)];
+  for (int i = 0; i < n; ++i) w_.embed->to_double(static_cast<int64_t>(tokens[i]) * H, H, h.row(i).data());
 }
 
 namespace {
@@ -54,7 +51,10 @@ void OracleOps::residual_sum(const Mat& resid, const Mat& delta, Mat& out) const
 
 void OracleOps::affine(const Mat& x, const OracleLinear& lin, Mat& y) const {
   y.resize(x.rows(), lin.out);
-  num::gemm_f64(x.data(), lin.w.data(), y.data(), static_cast<int>(x.rows()), lin.out, lin.in);
+  const int64_t K = lin.in;
+  num::gemm_f64(
+      x.data(), [&](int n, double* row) { lin.w->to_double(n * K, K, row); }, y.data(),
+      static_cast<int>(x.rows()), lin.out, lin.in);
   if (!lin.bias.empty())
     for (int r = 0; r < y.rows(); ++r)
       for (int c = 0; c < lin.out; ++c) y(r, c) += lin.bias[static_cast<std::size_t>(c)];

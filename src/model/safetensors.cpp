@@ -203,6 +203,8 @@ SafetensorsFile::~SafetensorsFile() {
   if (base_) ::munmap(const_cast<uint8_t*>(base_), size_);
 }
 
+void SafetensorsFile::release_resident_pages() const { release_pages(base_, size_); }
+
 void SafetensorsFile::check_unchanged() const {
   struct stat st {};
   if (::stat(path_.c_str(), &st) != 0)

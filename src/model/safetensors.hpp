@@ -38,6 +38,9 @@ class SafetensorsFile {
   // Throws InputError if the file's size or modification time changed since it was opened (a
   // file truncated while mapped would SIGBUS on access).
   void check_unchanged() const;
+  // Drops the pages of the mapping this process holds (MADV_DONTNEED): a later read faults them
+  // back from the page cache, or the file. The mapping is read-only, so nothing is lost.
+  void release_resident_pages() const;
 
  private:
   std::string path_;

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
+#include <cstdint>
+
 #include "rlparity/numerics/formats.hpp"
 #include "rlparity/numerics/ops.hpp"
 #include "rlparity/util/parallel.hpp"
@@ -32,15 +35,33 @@ std::vector<float> act_values(const TensorView& t, num::Half16 act) {
   return v;
 }
 
-// The act-dtype values as bit patterns: what the kernels stream (half the bytes of floats).
-std::vector<uint16_t> act_bits(const TensorView& t, num::Half16 act) {
-  std::vector<float> v(static_cast<std::size_t>(t.numel()));
+// The act-dtype values as bit patterns: what the kernels stream (half the bytes of floats). A tensor
+// stored in the act dtype is its own bit patterns, widened and rounded back unchanged, unless it holds
+// a NaN (canonicalised by the rounding) or sits at an odd address: it is then a view of the mapping.
+Half16Bits act_bits(const TensorView& t, num::Half16 act) {
+  const auto n = static_cast<std::size_t>(t.numel());
+  const bool same_format = (t.dtype == DType::bf16 && act == num::Half16::bf16) ||
+                           (t.dtype == DType::fp16 && act == num::Half16::fp16);
+  if (same_format && reinterpret_cast<std::uintptr_t>(t.data) % alignof(uint16_t) == 0) {
+    const auto* bits = reinterpret_cast<const uint16_t*>(t.data);
+    const uint16_t exp_mask = act == num::Half16::bf16 ? 0x7F80u : 0x7C00u;
+    const uint16_t frac_mask = act == num::Half16::bf16 ? 0x007Fu : 0x03FFu;
+    std::atomic<bool> nan{false};
+    parallel_for(n, 1 << 18, [&](std::size_t b, std::size_t e) {
+      bool any = false;
+      for (std::size_t i = b; i < e; ++i)
+        any |= (bits[i] & exp_mask) == exp_mask && (bits[i] & frac_mask) != 0;
+      if (any) nan = true;
+    });
+    if (!nan) return Half16Bits::view(bits, n);
+  }
+  std::vector<float> v(n);
   t.to_float(v.data());
-  std::vector<uint16_t> bits(v.size());
-  parallel_for(v.size(), 1 << 16, [&](std::size_t b, std::size_t e) {
-    for (std::size_t i = b; i < e; ++i) bits[i] = num::float_to_half16_bits(v[i], act);
+  std::vector<uint16_t> out(n);
+  parallel_for(n, 1 << 16, [&](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) out[i] = num::float_to_half16_bits(v[i], act);
   });
-  return bits;
+  return Half16Bits(std::move(out));
 }
 
 std::vector<double> f64_values(const TensorView& t) {
@@ -75,6 +96,7 @@ PreparedLinear prepare_linear(const Checkpoint& ckpt, const std::string& base, c
     std::vector<float> master(static_cast<std::size_t>(t.numel()));
     t.to_float(master.data());
     lin.wq = num::quantize_blocks(master.data(), lin.out, lin.in, 128, 128, style.weight_scale_options());
+    t.release_resident_pages();  // read once: not resident beside the form it became
   } else {
     lin.w = act_bits(t, style.act);
   }
@@ -97,15 +119,15 @@ std::string weights_key(const PathStyle& s) {
 
 namespace {
 
-// The tensors a forward reads, walked once for every weight form: vec(name) makes a norm or
-// embedding vector, linear(base, layer, bias) a projection (layer -1: the LM head or a MoE router,
-// kept in the act dtype on fp8 paths).
-template <class Weights, class Vec, class Linear>
-Weights walk_checkpoint(const Checkpoint& ckpt, const Vec& vec, const Linear& linear) {
+// The tensors a forward reads, walked once for every weight form: embed(tensor) makes the embedding,
+// vec(name) a norm vector, linear(base, layer, bias) a projection (layer -1: the LM head or a MoE
+// router, kept in the act dtype on fp8 paths).
+template <class Weights, class Embed, class Vec, class Linear>
+Weights walk_checkpoint(const Checkpoint& ckpt, const Embed& embed, const Vec& vec, const Linear& linear) {
   ckpt.check_unchanged();  // a truncated mapping would fault on the reads below
   const ModelSpec& spec = ckpt.spec();
   Weights w;
-  w.embed = vec("model.embed_tokens.weight");
+  w.embed = embed(ckpt.tensor("model.embed_tokens.weight"));
   w.layers.resize(static_cast<std::size_t>(spec.layers));
   for (int l = 0; l < spec.layers; ++l) {
     auto& layer = w.layers[static_cast<std::size_t>(l)];
@@ -148,7 +170,8 @@ Weights walk_checkpoint(const Checkpoint& ckpt, const Vec& vec, const Linear& li
 PreparedWeights prepare_weights(const Checkpoint& ckpt, const PathStyle& style) {
   const int layers = ckpt.spec().layers;
   return walk_checkpoint<PreparedWeights>(
-      ckpt, [&](const std::string& name) { return act_values(ckpt.tensor(name), style.act); },
+      ckpt, [&](const TensorView& t) { return act_bits(t, style.act); },
+      [&](const std::string& name) { return act_values(ckpt.tensor(name), style.act); },
       [&](const std::string& base, int layer, bool bias) {
         const bool fp8 = layer >= 0 && style.layer_is_fp8(layer, layers);
         return prepare_linear(ckpt, base, style, fp8, bias);
@@ -157,13 +180,14 @@ PreparedWeights prepare_weights(const Checkpoint& ckpt, const PathStyle& style) 
 
 OracleWeights prepare_oracle_weights(const Checkpoint& ckpt) {
   return walk_checkpoint<OracleWeights>(
-      ckpt, [&](const std::string& name) { return f64_values(ckpt.tensor(name)); },
+      ckpt, [](const TensorView& t) { return &t; },
+      [&](const std::string& name) { return f64_values(ckpt.tensor(name)); },
       [&](const std::string& base, int, bool bias) {
         const TensorView& t = ckpt.tensor(base + ".weight");
         OracleLinear lin;
         lin.out = static_cast<int>(t.shape[0]);
         lin.in = static_cast<int>(t.shape[1]);
-        lin.w = f64_values(t);
+        lin.w = &t;
         if (bias) lin.bias = f64_values(ckpt.tensor(base + ".bias"));
         return lin;
       });

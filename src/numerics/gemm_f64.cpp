@@ -23,17 +23,24 @@ constexpr int kF64Cols = kF64Vecs * kDLanes;
 }  // namespace
 
 void gemm_f64(const double* X, const double* W, double* Y, int M, int N, int K) {
+  const auto ks = static_cast<size_t>(K);
+  gemm_f64(
+      X, [&](int n, double* out) { std::copy_n(W + static_cast<size_t>(n) * ks, ks, out); }, Y, M, N, K);
+}
+
+void gemm_f64(const double* X, const std::function<void(int n, double* out)>& w_row, double* Y, int M, int N,
+              int K) {
   RLP_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm_f64: negative shape M={} N={} K={}", M, N, K);
   if (M == 0 || N == 0) return;
   const size_t panels = (static_cast<size_t>(N) + kF64Cols - 1) / kF64Cols;
   const size_t ks = static_cast<size_t>(K);
   rlp::parallel_for(panels, 1, [&](size_t p0, size_t p1) {
-    std::vector<double> wp(ks * kF64Cols);
+    std::vector<double> wp(ks * kF64Cols), w_n(ks);
     for (size_t p = p0; p < p1; ++p) {
       const int n0 = static_cast<int>(p) * kF64Cols, nr = std::min(kF64Cols, N - n0);
       for (int j = 0; j < kF64Cols; ++j) {  // columns past N are zero; their lanes are discarded
-        const double* w = j < nr ? W + static_cast<size_t>(n0 + j) * ks : nullptr;
-        for (size_t k = 0; k < ks; ++k) wp[k * kF64Cols + static_cast<size_t>(j)] = w ? w[k] : 0.0;
+        if (j < nr) w_row(n0 + j, w_n.data());
+        for (size_t k = 0; k < ks; ++k) wp[k * kF64Cols + static_cast<size_t>(j)] = j < nr ? w_n[k] : 0.0;
       }
       for (int m0 = 0; m0 < M; m0 += kF64Rows) {
         const int mr = std::min(kF64Rows, M - m0);

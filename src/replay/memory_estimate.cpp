@@ -30,7 +30,8 @@ struct ParamCounts {
   // MoE layer's experts and shared expert) and their 128x128 blocks.
   std::vector<uint64_t> linear, fp8_scales;
   uint64_t largest_linear = 0;
-  uint64_t other = 0;  // embeddings, lm_head copy, norms, biases, routers, shared-expert gates (never fp8)
+  uint64_t other = 0;    // embeddings, lm_head copy, norms, biases, routers, shared-expert gates (never fp8)
+  uint64_t vectors = 0;  // of which norms and biases
   uint64_t linear_total() const {
     uint64_t t = 0;
     for (uint64_t x : linear) t = sat_add(t, x);
@@ -47,7 +48,8 @@ ParamCounts count_params(const ModelSpec& s) {
   if (s.qkv_bias) per_layer_other = sat_add(per_layer_other, q + 2 * kv);
   if (s.qk_norm) per_layer_other = sat_add(per_layer_other, 2 * hd);
   // embed + lm_head (always its own prepared copy, tied or not) + final norm.
-  c.other = sat_add(sat_add(sat_mul(2, sat_mul(V, H)), H), sat_mul(L, per_layer_other));
+  c.vectors = sat_add(H, sat_mul(L, per_layer_other));
+  c.other = sat_add(sat_mul(2, sat_mul(V, H)), c.vectors);
   for (int l = 0; l < s.layers; ++l) {
     uint64_t params = 0, blocks = 0;
     // `count` linears of [o x i] (counted arithmetically: a hostile config's expert count never
@@ -109,63 +111,85 @@ uint64_t path_bytes(const ModelSpec& s, uint64_t n, uint64_t r, uint64_t b) {
 
 }  // namespace
 
+CheckpointStorage checkpoint_storage(const Checkpoint& ckpt) {
+  CheckpointStorage st;
+  std::set<DType> unquantized;
+  for (const auto& [name, t] : ckpt.tensors()) {
+    st.mapped_bytes += t.nbytes;
+    const bool scales = t.dtype == DType::fp32 && name.size() > 16 &&
+                        name.compare(name.size() - 16, 16, "weight_scale_inv") == 0;
+    if (t.dtype != DType::e4m3 && !scales) unquantized.insert(t.dtype);
+  }
+  if (unquantized == std::set<DType>{DType::bf16}) st.half16 = num::Half16::bf16;
+  if (unquantized == std::set<DType>{DType::fp16}) st.half16 = num::Half16::fp16;
+  return st;
+}
+
 MemoryEstimate estimate_replay_memory(const ReplayPlan& plan, const std::vector<InputSequence>& inputs,
-                                      uint64_t checkpoint_bytes) {
+                                      const CheckpointStorage& storage) {
   const ModelSpec& spec = plan.spec;
   const ReplayOptions& opt = plan.options;
   MemoryEstimate est;
-  est.mapped_checkpoint = checkpoint_bytes;
+  est.mapped_checkpoint = storage.mapped_bytes;
   const ParamCounts pc = count_params(spec);
   const uint64_t L = u(spec.layers);
 
-  // The distinct prepared weight forms run_replay holds: the recipes', and the sampler's when a
-  // response is to be sampled.
-  const bool sampling =
-      std::any_of(inputs.begin(), inputs.end(), [](const InputSequence& s) { return !s.has_response; });
-  std::set<std::size_t> used;
-  for (const auto& f : plan.recipe_forms) used.insert({f.gen, f.train});
-  if (sampling) used.insert(plan.sampler_form);
-  std::vector<const PathStyle*> forms;
-  for (std::size_t f : used) forms.push_back(&plan.weight_forms[f]);
-  const bool kv_calibration = plan.needs_kv_scales;
-  int n_act = 0, n_fp8 = 0;
-  uint64_t weights = 0, largest_fp8_temp = 0;
-  for (const PathStyle* s : forms) {
-    uint64_t fp8_layers = 0;
-    // Non-decoder tensors at 4 B/param: the embedding is held as floats (the lm_head as 2 B).
-    uint64_t b = sat_mul(4, pc.other);
+  // One prepared form's own bytes: 16-bit matrices at 2 B/param (none when they are views of the
+  // mapping), fp8 linears at 1 B/param + 4 B per 128x128 block scale, vectors as floats.
+  uint64_t largest_fp8_temp = 0;
+  auto form_bytes = [&](const PathStyle& s) {
+    const bool mapped = storage.half16 && *storage.half16 == s.act;
+    const uint64_t half = mapped ? 0 : 2;
+    // embedding, lm_head, routers and gates 16-bit; norms and biases as floats.
+    uint64_t b = sat_add(sat_mul(4, pc.vectors), sat_mul(half, pc.other - pc.vectors));
     for (int l = 0; l < spec.layers; ++l) {
       const auto li = static_cast<std::size_t>(l);
-      if (s->fp8_linear && s->layer_is_fp8(l, spec.layers)) {
-        ++fp8_layers;
+      if (s.fp8_linear && s.layer_is_fp8(l, spec.layers)) {
         b = sat_add(b, sat_add(pc.linear[li], sat_mul(4, pc.fp8_scales[li])));
+        largest_fp8_temp = sat_mul(4, pc.largest_linear);  // float master copy while quantizing one linear
       } else {
-        b = sat_add(b, sat_mul(2, pc.linear[li]));
+        b = sat_add(b, sat_mul(half, pc.linear[li]));
       }
     }
-    weights = sat_add(weights, b);
-    if (fp8_layers > 0) {
-      ++n_fp8;
-      largest_fp8_temp = sat_mul(4, pc.largest_linear);  // float master copy while quantizing one linear
-    } else {
-      ++n_act;
+    return b;
+  };
+  // The forms alive at once: the sampler's while responses are sampled, then along the schedule
+  // each form from its first path to its last.
+  const bool sampling =
+      std::any_of(inputs.begin(), inputs.end(), [](const InputSequence& s) { return !s.has_response; });
+  uint64_t peak_forms = sampling ? form_bytes(plan.weight_forms[plan.sampler_form]) : 0;
+  const auto& runs = plan.schedule;
+  for (std::size_t u0 = 0; u0 < runs.size(); ++u0) {
+    std::set<std::size_t> alive;
+    for (std::size_t f = 0; f < plan.weight_forms.size(); ++f) {
+      bool before = false, after = false;
+      for (std::size_t v = 0; v < runs.size(); ++v)
+        if (runs[v].form == f) (v <= u0 ? before : after) = true;
+      if (before && (after || runs[u0].form == f)) alive.insert(f);
     }
+    if (sampling && std::any_of(runs.begin(), runs.end(),
+                                [&](const ReplayPlan::PathRun& r) { return r.form == plan.sampler_form; }))
+      alive.insert(plan.sampler_form);  // prepared for sampling, kept for its paths
+    uint64_t b = 0;
+    for (std::size_t f : alive) b = sat_add(b, form_bytes(plan.weight_forms[f]));
+    peak_forms = std::max(peak_forms, b);
   }
   est.parts.emplace_back(
-      fmt::format("prepared weights: {} act-dtype form(s) at 2 B/param, {} fp8 form(s) at "
-                  "1 B/param + 4 B per 128x128 block scale (+ 4 B/param for embedding, norms, lm_head)",
-                  n_act, n_fp8),
-      weights);
+      fmt::format("prepared weights: the forms alive at once ({}; fp8 linears at 1 B/param + 4 B per "
+                  "128x128 block scale, norms as floats)",
+                  storage.half16 ? "16-bit matrices are views of the mapped checkpoint"
+                                 : "16-bit matrices at 2 B/param"),
+      peak_forms);
   if (largest_fp8_temp)
     est.parts.emplace_back("fp8 quantization temporary (largest linear as float32)", largest_fp8_temp);
-  if (kv_calibration) {
-    const uint64_t b = sat_mul(4, sat_add(pc.other, pc.linear_total()));
-    est.parts.emplace_back("fp8 KV-scale calibration: one extra act-dtype form while calibrating", b);
+  if (plan.needs_kv_scales) {
+    PathStyle calib = default_training_style();
+    est.parts.emplace_back("fp8 KV-scale calibration: its act-dtype form while calibrating",
+                           form_bytes(calib));
   }
-  const uint64_t n_params = sat_add(pc.other, pc.linear_total());
+  // The oracle holds its vectors as doubles; its matrices are widened from the mapping row by row.
   if (opt.oracle)
-    est.parts.emplace_back("oracle weights (float64, 8 B/param incl. the lm_head copy)",
-                           sat_mul(8, n_params));
+    est.parts.emplace_back("oracle vectors (norms and biases as float64)", sat_mul(8, pc.vectors));
 
   // Per worker: the longest sequence through the oracle and two emulated paths at once.
   uint64_t longest = 1, longest_r = 1, total_tokens = 0, total_response = 0;
@@ -187,32 +211,32 @@ MemoryEstimate estimate_replay_memory(const ReplayPlan& plan, const std::vector<
                   "({} tokens) x {} worker(s)",
                   longest, workers),
       sat_mul(workers, per_worker));
-  // A group's outputs are held together until its metrics are taken: every sequence's kept log-prob
-  // rows and per-layer hidden states from the generation and training paths (float), the oracle's
-  // hidden states and response-token log-probs (double); and a decode step advances the whole
-  // group, so all its KV caches are live at once. The group size follows the longest response
-  // (replay_group_size); when responses are still to be sampled they may come out shorter and the
-  // groups larger, so the bound takes the largest group and the row budget instead.
+  // A block of groups' outputs wait in memory until both paths of their recipe ran
+  // (replay_kept_bytes_per_sequence: up to one path's per recipe and the running one's log-prob rows
+  // and hidden states, the oracle's hidden states), and a decode step advances a whole group, so all
+  // its KV caches are live at once. The group size follows the longest response (replay_group_size);
+  // when responses are still to be sampled they may come out shorter and the groups larger, so the
+  // bound takes the largest group and the block budget instead.
   bool all_given = true;
   for (const auto& in : inputs) all_given = all_given && in.has_response;
   const uint64_t group = replay_group_size(spec, inputs.size(), longest_r);
   const uint64_t group_hi =
       all_given ? group : std::min<uint64_t>(kReplayGroup, std::max<std::size_t>(1, inputs.size()));
-  const uint64_t rows_one = sat_mul(8, sat_mul(longest_r, u(spec.vocab)));
-  uint64_t group_bytes = sat_mul(group, rows_one);
-  if (!all_given) group_bytes = std::max(group_bytes, std::min(sat_mul(group_hi, rows_one), kGroupRowBytes));
-  const uint64_t hidden_kept = sat_mul(L, sat_mul(longest_r, u(spec.hidden)));
+  const std::size_t waiting = schedule_waiting_paths(plan.schedule);
+  const uint64_t per_seq = replay_kept_bytes_per_sequence(spec, waiting, longest_r, opt.oracle);
+  const uint64_t seqs = std::max<std::size_t>(1, inputs.size());
+  const uint64_t block_seqs =
+      std::min(seqs, sat_mul(group, replay_block_groups(spec, waiting, group, longest_r, opt.oracle)));
+  uint64_t kept = sat_mul(block_seqs, per_seq);
+  if (!all_given) kept = std::max(kept, std::min(sat_mul(seqs, per_seq), std::max(kBlockKeptBytes, per_seq)));
   const uint64_t kv_width = sat_mul(u(spec.kv_heads), u(spec.head_dim));
-  group_bytes = sat_add(group_bytes, sat_mul(sat_mul(group_hi, hidden_kept), 8));
-  if (opt.oracle)
-    group_bytes = sat_add(group_bytes, sat_mul(sat_mul(group_hi, sat_add(hidden_kept, longest_r)), 8));
-  group_bytes =
-      sat_add(group_bytes, sat_mul(sat_mul(group_hi, 4), sat_mul(sat_mul(2, L), sat_mul(longest, kv_width))));
+  kept = sat_add(kept, sat_mul(sat_mul(group_hi, 4), sat_mul(sat_mul(2, L), sat_mul(longest, kv_width))));
   est.parts.emplace_back(
-      fmt::format("one group of {} sequence(s): kept log-prob rows and hidden states of both paths "
-                  "and the oracle's hidden states, decode KV caches",
-                  group_hi),
-      group_bytes);
+      fmt::format("kept outputs of a block of up to {} sequence(s) (log-prob rows and hidden states of the "
+                  "paths waiting for their recipe's other path, the oracle's hidden states), one group's "
+                  "decode KV caches",
+                  block_seqs),
+      kept);
 
   // A layer-wise decode (the CPU paths' default) runs up to kLayerwiseDecodeRows steps' rows of a
   // group through one forward call (at least one row per sequence): that call's activations and

@@ -36,6 +36,25 @@ std::size_t replay_group_size(const ModelSpec& spec, std::size_t sequences, uint
   const uint64_t fit = std::max<uint64_t>(1, kGroupRowBytes / per_seq);
   return static_cast<std::size_t>(std::min<uint64_t>({kReplayGroup, fit, std::max<uint64_t>(1, sequences)}));
 }
+uint64_t replay_kept_bytes_per_sequence(const ModelSpec& spec, std::size_t waiting_paths,
+                                        uint64_t longest_response, bool oracle) {
+  const uint64_t R = std::max<uint64_t>(1, longest_response),
+                 V = static_cast<uint64_t>(std::max(1, spec.vocab));
+  const uint64_t LH =
+      static_cast<uint64_t>(std::max(1, spec.layers)) * static_cast<uint64_t>(std::max(1, spec.hidden));
+  uint64_t bytes = (waiting_paths + 1) * R * 4 * (V + LH);
+  if (oracle) bytes += R * 8 * (LH + 1);
+  return bytes;
+}
+
+std::size_t replay_block_groups(const ModelSpec& spec, std::size_t waiting_paths, std::size_t group_size,
+                                uint64_t longest_response, bool oracle) {
+  const uint64_t per_group =
+      std::max<uint64_t>(1, replay_kept_bytes_per_sequence(spec, waiting_paths, longest_response, oracle) *
+                                std::max<std::size_t>(1, group_size));
+  return static_cast<std::size_t>(std::max<uint64_t>(1, kBlockKeptBytes / per_group));
+}
+
 namespace {
 
 uint64_t splitmix64(uint64_t& state) {
@@ -122,6 +141,10 @@ class WeightsSource {
     std::unique_ptr<PreparedWeights>& slot = cache_ ? cache_->by_key[weights_key(style)] : own_[form];
     if (!slot) slot = std::make_unique<PreparedWeights>(prepare_weights(ckpt_, style));
     return *slot;
+  }
+  // Frees a form this source owns (a caller's cache keeps its forms for later replays).
+  void release(std::size_t form) {
+    if (!cache_) own_[form].reset();
   }
 
  private:
@@ -309,6 +332,9 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
   const Sharding shard = job_sharding(spec, inputs, opt);
   if (std::any_of(inputs.begin(), inputs.end(), [](const InputSequence& s) { return !s.has_response; }))
     sample_missing(spec, weights_for(plan.sampler_form), sampler, opt, shard, inputs);
+  if (std::none_of(plan.schedule.begin(), plan.schedule.end(),
+                   [&](const ReplayPlan::PathRun& r) { return r.form == plan.sampler_form; }))
+    weights.release(plan.sampler_form);
   for (const auto& in : inputs) {
     if (in.response.empty()) RLP_THROW_INPUT("sequence '{}' (line {}): empty response", in.id, in.line);
     if (in.prompt.size() + in.response.size() > static_cast<std::size_t>(spec.max_positions))
@@ -366,14 +392,12 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
                 run.engine_logprobs.begin() + resp_off[i]);
   }
 
-  for (const auto& forms : plan.recipe_forms) {
-    weights_for(forms.gen);
-    weights_for(forms.train);
-  }
   std::unique_ptr<OracleWeights> oracle_w;
   if (opt.oracle) oracle_w = std::make_unique<OracleWeights>(prepare_oracle_weights(ckpt));
 
-  // 4. Per sequence (in parallel; each writes only its own slots): oracle once, then each recipe.
+  // 4. Per block of sequence groups: the oracle once, then the recipes' paths in the plan's schedule
+  // (one weight form at a time), each path over every group of the block. A group's outputs wait
+  // until both paths of its recipe ran; then its metrics are taken (each writes only its own slots).
   const std::size_t NR = recipes.size(), L = static_cast<std::size_t>(spec.layers);
   std::vector<std::map<std::string, std::vector<double>>> tok(NR);
   for (auto& m : tok)
@@ -402,133 +426,161 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
   const int64_t total_tokens = static_cast<int64_t>(T * NR);
   int64_t done_tokens = 0;
 
-  std::vector<std::unique_ptr<PathRunner>> gen_ops, train_ops;
   auto make_runner = [&](const PathStyle& s, std::size_t form) -> std::unique_ptr<PathRunner> {
     if (opt.backend && opt.backend->make_runner)
       return opt.backend->make_runner(spec, weights_for(form), s, &kv_scales);
     return std::make_unique<EmulatedRunner>(spec, weights_for(form), s, &kv_scales, opt.decode_eval);
   };
-  for (std::size_t ri = 0; ri < recipes.size(); ++ri) {
-    gen_ops.push_back(make_runner(recipes[ri].gen, plan.recipe_forms[ri].gen));
-    train_ops.push_back(make_runner(recipes[ri].train, plan.recipe_forms[ri].train));
-  }
   std::size_t longest_r = 1;
   for (const auto& in : inputs) longest_r = std::max(longest_r, in.response.size());
   const std::size_t group_size = replay_group_size(spec, S, longest_r);
+  const std::size_t block_groups =
+      replay_block_groups(spec, schedule_waiting_paths(plan.schedule), group_size, longest_r, opt.oracle);
   const std::vector<std::size_t>& mine = shard.mine();
   const bool replay_routing = opt.routing_replay != RoutingReplayMode::off;
-  // This rank's sequences, in groups: group member gi is sequence seq[gi].
-  auto replay_my_sequences = [&](const Job::Report& report) {
-    for (std::size_t m0 = 0; m0 < mine.size(); m0 += group_size) {
-      const std::vector<std::size_t> seq(
-          mine.begin() + static_cast<std::ptrdiff_t>(m0),
-          mine.begin() + static_cast<std::ptrdiff_t>(std::min(mine.size(), m0 + group_size)));
-      std::vector<SeqTokens> group(seq.size());
-      int64_t group_tokens = 0;
-      for (std::size_t gi = 0; gi < seq.size(); ++gi) {
+  using Outputs = std::vector<PathOutput<PathRunner::Mat>>;
+  // Recipe ri's metrics for group member gi (sequence i), from its two paths' outputs.
+  auto take_metrics = [&](std::size_t ri, const std::vector<std::size_t>& seq,
+                          const std::vector<SeqTokens>& group, const Outputs& gen, const Outputs& train,
+                          const std::vector<PathOutput<OracleOps::Mat>>& oracle) {
+    auto& m = tok[ri];
+    parallel_for(seq.size(), 1, [&](std::size_t b, std::size_t e) {
+      std::vector<double> scratch;
+      std::vector<int32_t> top_ids;
+      std::vector<double> top_lp;
+      for (std::size_t gi = b; gi < e; ++gi) {
         const std::size_t i = seq[gi];
-        group_tokens += resp_off[i + 1] - resp_off[i];
-        group[gi] = seq_tokens(inputs[i]);
+        const auto& g = gen[gi];
+        const auto& t = train[gi];
+        const auto off = static_cast<std::size_t>(resp_off[i]);
+        for (int j = 0; j < group[gi].response_len; ++j) {
+          const std::size_t at = off + static_cast<std::size_t>(j);
+          const int32_t token = inputs[i].response[static_cast<std::size_t>(j)];
+          const FullVocabStats fv =
+              full_vocab_stats(g.logprobs.row(j).data(), t.logprobs.row(j).data(), spec.vocab);
+          m.at("logp_gen")[at] = g.logprobs(j, token);
+          m.at("logp_train")[at] = t.logprobs(j, token);
+          m.at("kl_gen_train")[at] = fv.kl_gen_train;
+          m.at("kl_train_gen")[at] = fv.kl_train_gen;
+          m.at("top1_agree")[at] = fv.top1_agree ? 1.0 : 0.0;
+          m.at("entropy_gen")[at] = fv.entropy_gen;
+          m.at("js")[at] = fv.js;
+          if (routing.any()) {
+            routing.store(routing.gen[ri], at, g.experts, j);
+            routing.store(routing.train[ri], at, t.experts, j);
+          }
+          if (!inputs[i].engine_top.empty() && !inputs[i].engine_top[static_cast<std::size_t>(j)].empty()) {
+            top_ids.clear();
+            top_lp.clear();
+            for (const TopLogprob& x : inputs[i].engine_top[static_cast<std::size_t>(j)]) {
+              top_ids.push_back(x.token);
+              top_lp.push_back(x.logprob);
+            }
+            for (int side = 0; side < 2; ++side) {
+              const float* row = (side == 0 ? g : t).logprobs.row(j).data();
+              const TopkKlBounds kb =
+                  topk_kl_bounds(top_ids.data(), top_lp.data(), top_ids.size(), row, spec.vocab, scratch);
+              topk_out[ri][2 * side][at] = kb.lower;
+              topk_out[ri][2 * side + 1][at] = kb.upper;
+            }
+          }
+        }
+        float* rel = token_rel[ri].data() + off * L;
+        for (int j = 0; j < group[gi].response_len; ++j)
+          for (std::size_t l = 0; l < L; ++l) {
+            const double d = sq_diff(g.hidden[l].row(j), t.hidden[l].row(j)), n = sq_norm(t.hidden[l].row(j));
+            rel[static_cast<std::size_t>(j) * L + l] = n > 0 ? static_cast<float>(std::sqrt(d / n)) : 0.0f;
+          }
+        for (std::size_t l = 0; l < L; ++l) {
+          double* sums = &layer_sums[((i * NR + ri) * L + l) * kNumLayerSums];
+          sums[kGT] = sq_diff(g.hidden[l], t.hidden[l]);
+          sums[kT] = sq_norm(t.hidden[l]);
+          if (opt.oracle) {
+            sums[kGO] = sq_diff(g.hidden[l], oracle[gi].hidden[l]);
+            sums[kTO] = sq_diff(t.hidden[l], oracle[gi].hidden[l]);
+            sums[kO] = sq_norm(oracle[gi].hidden[l]);
+          }
+        }
       }
-      check_interrupted();
-      std::vector<PathOutput<OracleOps::Mat>> oracle;
+    });
+  };
+  // This rank's sequences, in groups of group_size (group member gi is sequence seq[gi]) and blocks
+  // of block_groups groups.
+  auto replay_my_sequences = [&](const Job::Report& report) {
+    const std::size_t per_block = group_size * block_groups;
+    for (std::size_t b0 = 0; b0 < mine.size(); b0 += per_block) {
+      std::vector<std::vector<std::size_t>> seqs;
+      std::vector<std::vector<SeqTokens>> groups;
+      std::vector<int64_t> group_tokens;
+      for (std::size_t m0 = b0; m0 < std::min(mine.size(), b0 + per_block); m0 += group_size) {
+        seqs.emplace_back(mine.begin() + static_cast<std::ptrdiff_t>(m0),
+                          mine.begin() + static_cast<std::ptrdiff_t>(std::min(mine.size(), m0 + group_size)));
+        groups.emplace_back();
+        group_tokens.push_back(0);
+        for (const std::size_t i : seqs.back()) {
+          group_tokens.back() += resp_off[i + 1] - resp_off[i];
+          groups.back().push_back(seq_tokens(inputs[i]));
+        }
+      }
+      const std::size_t NG = seqs.size();
+      std::vector<std::vector<PathOutput<OracleOps::Mat>>> oracle(NG);
       if (opt.oracle) {
         const OracleOps ops(spec, *oracle_w);
-        oracle = run_path_group(ops, SequenceMode::teacher_forced, group, true, /*full_rows=*/false);
-        for (std::size_t gi = 0; gi < seq.size(); ++gi) {
-          for (int j = 0; j < group[gi].response_len; ++j) {
-            const auto at = static_cast<std::size_t>(resp_off[seq[gi]] + j);
-            logp_oracle[at] = oracle[gi].logprobs(j, 0);
-            if (!routing.any()) continue;
-            routing.store(routing.oracle, at, oracle[gi].experts, j);
-            for (std::size_t m = 0; m < routing.moe_layers.size(); ++m)
-              routing.margin[at * routing.moe_layers.size() + m] =
-                  oracle[gi]
-                      .margin[static_cast<std::size_t>(routing.moe_layers[m])][static_cast<std::size_t>(j)];
+        for (std::size_t g = 0; g < NG; ++g) {
+          check_interrupted();
+          oracle[g] = run_path_group(ops, SequenceMode::teacher_forced, groups[g], true, /*full_rows=*/false);
+          for (std::size_t gi = 0; gi < seqs[g].size(); ++gi) {
+            for (int j = 0; j < groups[g][gi].response_len; ++j) {
+              const auto at = static_cast<std::size_t>(resp_off[seqs[g][gi]] + j);
+              logp_oracle[at] = oracle[g][gi].logprobs(j, 0);
+              if (!routing.any()) continue;
+              routing.store(routing.oracle, at, oracle[g][gi].experts, j);
+              for (std::size_t m = 0; m < routing.moe_layers.size(); ++m)
+                routing.margin[at * routing.moe_layers.size() + m] =
+                    oracle[g][gi]
+                        .margin[static_cast<std::size_t>(routing.moe_layers[m])][static_cast<std::size_t>(j)];
+            }
           }
         }
       }
-      for (std::size_t ri = 0; ri < NR; ++ri) {
-        check_interrupted();
+      // kept[ri][side][g]: a path's outputs waiting for the other path of its recipe.
+      std::vector<std::array<std::vector<Outputs>, 2>> kept(NR);
+      for (auto& k : kept)
+        for (auto& side : k) side.resize(NG);
+      for (std::size_t u = 0; u < plan.schedule.size(); ++u) {
+        const ReplayPlan::PathRun& path = plan.schedule[u];
+        const std::size_t ri = path.recipe;
         const Recipe& rc = recipes[ri];
-        // Routing replay: the generation path records its routing at every position and the
-        // training path takes it (make_replay_plan checked the model and the training mode).
-        for (auto& s : group) {
-          s.record_routing = replay_routing;
-          s.routing_replay = {};
-        }
-        const auto gen = gen_ops[ri]->run(rc.gen.mode, group, true);
-        if (replay_routing)
+        // A new form: the pages the previous phase read need not stay resident beside it.
+        if (u > 0 && plan.schedule[u - 1].form != path.form) ckpt.release_resident_pages();
+        const std::unique_ptr<PathRunner> runner = make_runner(path.train ? rc.train : rc.gen, path.form);
+        for (std::size_t g = 0; g < NG; ++g) {
+          check_interrupted();
+          std::vector<SeqTokens>& group = groups[g];
+          Outputs& gen = kept[ri][0][g];
+          // Routing replay: the generation path records its routing at every position and the
+          // training path takes it (make_replay_plan checked the model and the training mode; the
+          // schedule runs a recipe's generation path first).
           for (std::size_t gi = 0; gi < group.size(); ++gi) {
-            group[gi].record_routing = false;
-            group[gi].routing_replay = {&gen[gi].tape, opt.routing_replay == RoutingReplayMode::ids_weights};
+            group[gi].record_routing = replay_routing && !path.train;
+            group[gi].routing_replay = {};
+            if (replay_routing && path.train)
+              group[gi].routing_replay = {&gen[gi].tape,
+                                          opt.routing_replay == RoutingReplayMode::ids_weights};
           }
-        const auto train = train_ops[ri]->run(rc.train.mode, group, true);
-        auto& m = tok[ri];
-        parallel_for(seq.size(), 1, [&](std::size_t b, std::size_t e) {
-          std::vector<double> scratch;
-          std::vector<int32_t> top_ids;
-          std::vector<double> top_lp;
-          for (std::size_t gi = b; gi < e; ++gi) {
-            const std::size_t i = seq[gi];
-            const auto& g = gen[gi];
-            const auto& t = train[gi];
-            const auto off = static_cast<std::size_t>(resp_off[i]);
-            for (int j = 0; j < group[gi].response_len; ++j) {
-              const std::size_t at = off + static_cast<std::size_t>(j);
-              const int32_t token = inputs[i].response[static_cast<std::size_t>(j)];
-              const FullVocabStats fv =
-                  full_vocab_stats(g.logprobs.row(j).data(), t.logprobs.row(j).data(), spec.vocab);
-              m.at("logp_gen")[at] = g.logprobs(j, token);
-              m.at("logp_train")[at] = t.logprobs(j, token);
-              m.at("kl_gen_train")[at] = fv.kl_gen_train;
-              m.at("kl_train_gen")[at] = fv.kl_train_gen;
-              m.at("top1_agree")[at] = fv.top1_agree ? 1.0 : 0.0;
-              m.at("entropy_gen")[at] = fv.entropy_gen;
-              m.at("js")[at] = fv.js;
-              if (routing.any()) {
-                routing.store(routing.gen[ri], at, g.experts, j);
-                routing.store(routing.train[ri], at, t.experts, j);
-              }
-              if (!inputs[i].engine_top.empty() &&
-                  !inputs[i].engine_top[static_cast<std::size_t>(j)].empty()) {
-                top_ids.clear();
-                top_lp.clear();
-                for (const TopLogprob& x : inputs[i].engine_top[static_cast<std::size_t>(j)]) {
-                  top_ids.push_back(x.token);
-                  top_lp.push_back(x.logprob);
-                }
-                for (int side = 0; side < 2; ++side) {
-                  const float* row = (side == 0 ? g : t).logprobs.row(j).data();
-                  const TopkKlBounds kb =
-                      topk_kl_bounds(top_ids.data(), top_lp.data(), top_ids.size(), row, spec.vocab, scratch);
-                  topk_out[ri][2 * side][at] = kb.lower;
-                  topk_out[ri][2 * side + 1][at] = kb.upper;
-                }
-              }
-            }
-            float* rel = token_rel[ri].data() + off * L;
-            for (int j = 0; j < group[gi].response_len; ++j)
-              for (std::size_t l = 0; l < L; ++l) {
-                const double d = sq_diff(g.hidden[l].row(j), t.hidden[l].row(j)),
-                             n = sq_norm(t.hidden[l].row(j));
-                rel[static_cast<std::size_t>(j) * L + l] =
-                    n > 0 ? static_cast<float>(std::sqrt(d / n)) : 0.0f;
-              }
-            for (std::size_t l = 0; l < L; ++l) {
-              double* sums = &layer_sums[((i * NR + ri) * L + l) * kNumLayerSums];
-              sums[kGT] = sq_diff(g.hidden[l], t.hidden[l]);
-              sums[kT] = sq_norm(t.hidden[l]);
-              if (opt.oracle) {
-                sums[kGO] = sq_diff(g.hidden[l], oracle[gi].hidden[l]);
-                sums[kTO] = sq_diff(t.hidden[l], oracle[gi].hidden[l]);
-                sums[kO] = sq_norm(oracle[gi].hidden[l]);
-              }
-            }
-          }
-        });
-        done_tokens += group_tokens;
-        report(done_tokens);
+          kept[ri][path.train ? 1 : 0][g] =
+              runner->run(path.train ? rc.train.mode : rc.gen.mode, group, true);
+          if (kept[ri][0][g].empty() || kept[ri][1][g].empty()) continue;
+          take_metrics(ri, seqs[g], group, kept[ri][0][g], kept[ri][1][g], oracle[g]);
+          kept[ri][0][g] = {};
+          kept[ri][1][g] = {};
+          done_tokens += group_tokens[g];
+          report(done_tokens);
+        }
+        const bool last_use =
+            std::none_of(plan.schedule.begin() + static_cast<std::ptrdiff_t>(u) + 1, plan.schedule.end(),
+                         [&](const ReplayPlan::PathRun& r) { return r.form == path.form; });
+        if (last_use) weights.release(path.form);
       }
     }
   };

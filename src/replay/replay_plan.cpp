@@ -1,6 +1,7 @@
 #include "rlparity/replay/replay_plan.hpp"
 
 #include <algorithm>
+#include <map>
 
 #include "rlparity/model/weights.hpp"
 #include "rlparity/util/error.hpp"
@@ -108,6 +109,7 @@ ReplayPlan make_replay_plan(const ModelSpec& spec, const ReplayOptions& options,
     plan.needs_kv_scales = plan.needs_kv_scales || r.needs_kv_scales();
   }
   plan.sampler_form = form_of(plan.sampler.gen, plan.weight_forms, keys);
+  plan.schedule = path_schedule(plan.recipe_forms, options.routing_replay != RoutingReplayMode::off);
   plan.attribution = plan_attribution(plan, attribution);
   // The MoE knobs act (and are recorded) only on MoE checkpoints.
   std::vector<Recipe*> all = {&plan.sampler, &plan.attribution.recipe};
@@ -115,6 +117,37 @@ ReplayPlan make_replay_plan(const ModelSpec& spec, const ReplayOptions& options,
   for (Recipe* r : all)
     for (PathStyle* s : {&r->gen, &r->train}) s->moe_model = spec.num_experts > 0;
   return plan;
+}
+
+std::vector<ReplayPlan::PathRun> path_schedule(const std::vector<ReplayPlan::PathForms>& recipe_forms,
+                                               bool routing_replay) {
+  std::vector<ReplayPlan::PathRun> runs;
+  for (std::size_t r = 0; r < recipe_forms.size(); ++r) {
+    runs.push_back({r, false, recipe_forms[r].gen});
+    runs.push_back({r, true, recipe_forms[r].train});
+  }
+  if (routing_replay) return runs;
+  std::vector<std::size_t> first_use;  // forms in order of first use
+  for (const auto& run : runs)
+    if (std::find(first_use.begin(), first_use.end(), run.form) == first_use.end())
+      first_use.push_back(run.form);
+  auto rank = [&](std::size_t form) {
+    return std::find(first_use.begin(), first_use.end(), form) - first_use.begin();
+  };
+  std::stable_sort(runs.begin(), runs.end(), [&](const ReplayPlan::PathRun& a, const ReplayPlan::PathRun& b) {
+    return rank(a.form) < rank(b.form);
+  });
+  return runs;
+}
+
+std::size_t schedule_waiting_paths(const std::vector<ReplayPlan::PathRun>& schedule) {
+  std::map<std::size_t, int> ran;  // paths run per recipe
+  std::size_t waiting = 0, most = 0;
+  for (const auto& run : schedule) {
+    most = std::max(most, waiting);  // while this path runs
+    waiting = ++ran[run.recipe] == 1 ? waiting + 1 : waiting - 1;
+  }
+  return most;
 }
 
 std::string ReplayPlan::kv_scales_source() const {

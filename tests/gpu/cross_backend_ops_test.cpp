@@ -178,12 +178,17 @@ struct Model {
   PreparedWeights bf16, fp8;
 };
 
+Half16Bits bf16_bits(const std::vector<float>& v) {
+  std::vector<uint16_t> bits;
+  for (const float x : v) bits.push_back(num::float_to_bf16_bits(x));
+  return Half16Bits(std::move(bits));
+}
+
 PreparedLinear linear(int out, int in, unsigned seed) {
   PreparedLinear l;
   l.out = out;
   l.in = in;
-  for (const float x : randn(static_cast<std::size_t>(out) * static_cast<std::size_t>(in), seed, 0.05f))
-    l.w.push_back(num::float_to_bf16_bits(x));
+  l.w = bf16_bits(randn(static_cast<std::size_t>(out) * static_cast<std::size_t>(in), seed, 0.05f));
   return l;
 }
 
@@ -202,7 +207,8 @@ const Model& model() {
     s.max_positions = 8192;
     s.rms_eps = 1e-5;
     PreparedWeights& w = md.bf16;
-    w.embed = randn(static_cast<std::size_t>(s.vocab) * static_cast<std::size_t>(s.hidden), 11u, 1.0f);
+    w.embed =
+        bf16_bits(randn(static_cast<std::size_t>(s.vocab) * static_cast<std::size_t>(s.hidden), 11u, 1.0f));
     w.layers.resize(1);
     PreparedLayer& L = w.layers[0];
     const int qd = s.heads * s.head_dim, kvd = s.kv_heads * s.head_dim;
@@ -231,7 +237,7 @@ const Model& model() {
       num::widen_half16(p.w.data(), static_cast<int>(p.w.size()), num::Half16::bf16, wf.data());
       p.wq = num::quantize_blocks(wf.data(), p.out, p.in, 128, 128, te);
       p.fp8 = true;
-      p.w.clear();
+      p.w = {};
     }
     return md;
   }();

@@ -485,30 +485,42 @@ TEST_F(MoeCheckpoint, Fp8BlockScaledCheckpointsOfEveryArchitecture) {
 }
 
 // The memory estimate counts a MoE checkpoint's parameters as stored: every expert, the shared
-// expert, routers and gates (the oracle holds each at 8 B), not a dense MLP per layer.
+// expert, routers and gates, not a dense MLP per layer. One bf16 form holds every matrix at 2 B (none
+// when the checkpoint stores bf16: the form is a view of the mapping) and every vector as a float;
+// the oracle holds only the vectors, as doubles.
 TEST_F(MoeCheckpoint, MemoryEstimateCountsEveryExpert) {
-  for (const std::string arch : {"qwen3-moe", "qwen2-moe", "mixtral"}) {
-    RandomCheckpointOptions o;
-    o.arch = arch;
-    o.layers = 3;
-    o.experts = 5;
-    o.intermediate = 40;  // the dense width differs from the experts' (64) and the shared one (96)
-    o.mlp_only_layers = arch == "mixtral" ? std::vector<int>{} : std::vector<int>{1};
-    o.out = (dir_ / arch).string();
-    write_random_checkpoint(o);
-    const Checkpoint ck = Checkpoint::open(o.out);
-    uint64_t stored = 0;
-    for (const auto& [name, t] : ck.tensors()) stored += static_cast<uint64_t>(t.numel());
-    std::vector<InputSequence> in(1);
-    in[0].prompt = {1, 2, 3};
-    in[0].response = {4, 5};
-    in[0].has_response = true;
-    const MemoryEstimate est = estimate_replay_memory(make_replay_plan(ck.spec(), ReplayOptions{}), in, 0);
-    uint64_t oracle = 0;
-    for (const auto& [what, bytes] : est.parts)
-      if (what.rfind("oracle weights", 0) == 0) oracle = bytes;
-    EXPECT_EQ(oracle, 8 * stored) << arch;
-  }
+  for (const std::string arch : {"qwen3-moe", "qwen2-moe", "mixtral"})
+    for (const DType dtype : {DType::fp32, DType::bf16}) {
+      RandomCheckpointOptions o;
+      o.arch = arch;
+      o.layers = 3;
+      o.experts = 5;
+      o.dtype = dtype;
+      o.intermediate = 40;  // the dense width differs from the experts' (64) and the shared one (96)
+      o.mlp_only_layers = arch == "mixtral" ? std::vector<int>{} : std::vector<int>{1};
+      o.out = (dir_ / (arch + dtype_name(dtype))).string();
+      write_random_checkpoint(o);
+      const Checkpoint ck = Checkpoint::open(o.out);
+      uint64_t matrices = 0, vectors = 0;
+      for (const auto& [name, t] : ck.tensors())
+        (t.shape.size() == 2 ? matrices : vectors) += static_cast<uint64_t>(t.numel());
+      std::vector<InputSequence> in(1);
+      in[0].prompt = {1, 2, 3};
+      in[0].response = {4, 5};
+      in[0].has_response = true;
+      ReplayOptions opt;
+      opt.recipes = {"bf16"};
+      const MemoryEstimate est =
+          estimate_replay_memory(make_replay_plan(ck.spec(), opt), in, checkpoint_storage(ck));
+      uint64_t oracle = 0, prepared = 0;
+      for (const auto& [what, bytes] : est.parts) {
+        if (what.rfind("oracle", 0) == 0) oracle = bytes;
+        if (what.rfind("prepared weights", 0) == 0) prepared = bytes;
+      }
+      EXPECT_EQ(oracle, 8 * vectors) << arch;
+      EXPECT_EQ(prepared, (dtype == DType::bf16 ? 0 : 2 * matrices) + 4 * vectors)
+          << arch << " " << dtype_name(dtype);
+    }
 }
 
 // inspect covers every quantizable linear of a MoE layer (each expert, the shared expert), never

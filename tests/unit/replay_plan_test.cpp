@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "rlparity/replay/memory_estimate.hpp"
 #include "unit/scratch_test_util.hpp"
 
@@ -39,6 +41,32 @@ TEST_F(Plan, PathsReadingTheSameWeightsShareOneForm) {
   // Layers and knobs attribute the first recipe with fp8 generation.
   EXPECT_EQ(p.attribution.recipe.name, "fp8-gen");
   EXPECT_FALSE(p.attribution.any());
+}
+
+// The paths run grouped by weight form, forms in order of first use: one fp8 form is prepared at a
+// time, and at most one recipe waits for its other path. Routing replay keeps recipe order.
+TEST_F(Plan, TheScheduleRunsOneFormAtATime) {
+  ReplayOptions o;
+  o.recipes = {"bf16", "fp8-gen", "fp8-e2e"};
+  const ReplayPlan p = make_replay_plan(small_spec(), o);
+  const std::size_t act = p.recipe_forms[0].gen, vllm = p.recipe_forms[1].gen, te = p.recipe_forms[2].train;
+  using Run = std::tuple<std::size_t, bool, std::size_t>;
+  std::vector<Run> got;
+  for (const auto& r : p.schedule) got.emplace_back(r.recipe, r.train, r.form);
+  const std::vector<Run> want = {{0, false, act},  {0, true, act},   {1, true, act},
+                                 {1, false, vllm}, {2, false, vllm}, {2, true, te}};
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(schedule_waiting_paths(p.schedule), 1u);
+  const auto natural = path_schedule(p.recipe_forms, /*routing_replay=*/true);
+  ASSERT_EQ(natural.size(), 6u);
+  for (std::size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(natural[i].recipe, i / 2);
+    EXPECT_EQ(natural[i].train, i % 2 == 1);
+  }
+  // Recipes whose generation form comes first everywhere: gen paths of three recipes before any
+  // training path leaves three waiting.
+  const std::vector<ReplayPlan::PathForms> forms = {{0, 1}, {0, 1}, {0, 1}};
+  EXPECT_EQ(schedule_waiting_paths(path_schedule(forms, false)), 3u);
 }
 
 TEST_F(Plan, TheSamplerKeepsABf16KvCache) {

@@ -234,7 +234,7 @@ int main(int argc, char** argv) {
     opt.oracle = args.oracle;
     opt.threads = threads;
     const rlp::ReplayPlan plan = rlp::make_replay_plan(ck.spec(), opt);
-    const rlp::MemoryEstimate est = rlp::estimate_replay_memory(plan, inputs, bc.bytes());
+    const rlp::MemoryEstimate est = rlp::estimate_replay_memory(plan, inputs, rlp::checkpoint_storage(ck));
     fmt::print(
         "checkpoint: {} ({:.1f} MB, written in {:.1f} s); {} sequences x ({} prompt + {} response); recipes "
         "{}{}; "

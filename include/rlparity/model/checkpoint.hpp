@@ -53,9 +53,19 @@ struct TensorView {
   float at(int64_t i) const;
   void to_float(float* out) const;
   void to_double(double* out) const;
+  // Elements [first, first + count) (row-major) as to_double gives them: the float64 oracle widens
+  // one weight row at a time from the mapping, never the whole tensor.
+  void to_double(int64_t first, int64_t count, double* out) const;
+  // Drops the whole pages of this tensor's bytes that the process holds resident (RSS): preparing an
+  // fp8 form reads every bf16 weight once; without this, an 8B checkpoint's mapped pages and its fp8
+  // form would be resident together. Reads fault the pages back; nothing changes but RSS.
+  void release_resident_pages() const;
   // The float32 scale_inv of the block holding element (r, c) of an e4m3 tensor.
   float block_scale_inv(int64_t r, int64_t c) const;
 };
+
+// madvise(MADV_DONTNEED) on the whole pages inside [p, p + n) of a read-only file mapping.
+void release_pages(const void* p, std::size_t n);
 
 // XXH64 (the published xxHash 64-bit algorithm) of n bytes: the building block of content_hash().
 uint64_t xxh64(const void* data, std::size_t n, uint64_t seed = 0);
@@ -81,6 +91,9 @@ class Checkpoint {
   const std::vector<std::string>& unused_tensors() const;
   // InputError if any file's size or mtime changed since open (called before tensor bytes are read).
   void check_unchanged() const;
+  // Drops every mapped page the process holds (TensorView::release_resident_pages for all files):
+  // between the phases of a replay that read different weight forms.
+  void release_resident_pages() const;
 
   Checkpoint(Checkpoint&&) noexcept;
   Checkpoint& operator=(Checkpoint&&) noexcept;

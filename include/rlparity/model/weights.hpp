@@ -3,6 +3,7 @@
 // linears, or float64 for the oracle. Prepared once per distinct form and shared between recipes.
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "rlparity/model/checkpoint.hpp"
@@ -15,11 +16,39 @@ enum class Proj { q, k, v, o, gate, up, down };
 enum class NormSlot { input, post, final };
 inline constexpr int kNumProj = 7;
 
+// Act-dtype (bf16/fp16) bit patterns: a view of the mapped checkpoint where it stores exactly these
+// bits (a bf16 checkpoint on a bf16 path: no copy, the page cache holds them once for every path
+// and form), else an owned conversion. Valid while the Checkpoint lives.
+class Half16Bits {
+ public:
+  Half16Bits() = default;
+  explicit Half16Bits(std::vector<uint16_t> owned) : owned_(std::move(owned)) {}
+  static Half16Bits view(const uint16_t* p, std::size_t n) {
+    Half16Bits b;
+    b.view_ = p;
+    b.view_n_ = n;
+    return b;
+  }
+  const uint16_t* data() const { return view_ ? view_ : owned_.data(); }
+  std::size_t size() const { return view_ ? view_n_ : owned_.size(); }
+  bool empty() const { return size() == 0; }
+  uint16_t operator[](std::size_t i) const { return data()[i]; }
+  const uint16_t* begin() const { return data(); }
+  const uint16_t* end() const { return data() + size(); }
+  bool mapped() const { return view_ != nullptr; }
+  std::size_t owned_bytes() const { return owned_.size() * sizeof(uint16_t); }
+
+ private:
+  std::vector<uint16_t> owned_;
+  const uint16_t* view_ = nullptr;
+  std::size_t view_n_ = 0;
+};
+
 struct PreparedLinear {
   int out = 0;
   int in = 0;
   bool fp8 = false;
-  std::vector<uint16_t> w;  // [out x in] act-dtype (bf16/fp16) bit patterns, when !fp8: 2 B/param
+  Half16Bits w;             // [out x in] act-dtype bit patterns, when !fp8: 2 B/param (or mapped)
   num::Fp8Tensor wq;        // 128x128-block fp8, when fp8
   std::vector<float> bias;  // act-dtype values; empty when the layer has none
 };
@@ -43,7 +72,7 @@ struct PreparedLayer {
 };
 
 struct PreparedWeights {
-  std::vector<float> embed;  // [vocab x hidden]
+  Half16Bits embed;  // [vocab x hidden] act-dtype bit patterns
   std::vector<PreparedLayer> layers;
   std::vector<float> final_norm;
   PreparedLinear lm_head;  // always act dtype: fp8 recipes quantize decoder linears only
@@ -53,10 +82,14 @@ struct PreparedWeights {
 std::string weights_key(const PathStyle& style);
 PreparedWeights prepare_weights(const Checkpoint& ckpt, const PathStyle& style);
 
-// Oracle weights: every tensor widened exactly to double, no rounding.
+// Oracle weights: the float64 oracle reads every value widened exactly to double, no rounding. The
+// matrices stay in the mapped checkpoint (the oracle GEMM widens a row as it packs it; the
+// embedding a row as a token looks it up), so the oracle holds only its vectors: an 8B model's
+// weights would be 64 GB as doubles.
 struct OracleLinear {
   int out = 0, in = 0;
-  std::vector<double> w, bias;
+  const TensorView* w = nullptr;  // [out x in], valid while the Checkpoint lives
+  std::vector<double> bias;
 };
 struct OracleLayer {
   OracleLinear proj[kNumProj];
@@ -67,7 +100,7 @@ struct OracleLayer {
   const OracleLinear& expert(int e, Proj p) const { return experts[expert_slot(e, p)]; }
 };
 struct OracleWeights {
-  std::vector<double> embed;
+  const TensorView* embed = nullptr;  // [vocab x hidden]
   std::vector<OracleLayer> layers;
   std::vector<double> final_norm;
   OracleLinear lm_head;

@@ -25,6 +25,7 @@
 // k_chunk is ignored by the fp8 path (its chunk is the slice).
 #pragma once
 #include <cstdint>
+#include <functional>
 
 #include "rlparity/numerics/formats.hpp"
 #include "rlparity/numerics/host_device.hpp"
@@ -68,6 +69,11 @@ void gemm_fp8_blockscaled(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, cons
 
 // The float64 oracle: y = sum over k in increasing order of x*w, no fma, only double rounding.
 void gemm_f64(const double* X, const double* W, double* Y, int M, int N, int K);
+// The same GEMM, same bits, with W's rows supplied by w_row(n, out): row n's K values as doubles
+// (exact). The oracle widens each row from the mapped checkpoint as it packs it, so it never holds
+// 8 bytes per parameter. w_row may be called from several threads at once, each row once.
+void gemm_f64(const double* X, const std::function<void(int n, double* out)>& w_row, double* Y, int M, int N,
+              int K);
 
 // ---- Hopper FP8 wgmma accumulation model -------------------------------------------------------
 // Hopper's FP8 wgmma (wgmma.mma_async.m64nNk32.f32.{e4m3,e5m2}.{e4m3,e5m2}) bit for bit as

@@ -4,10 +4,12 @@
 // refused user sees what dominates. See docs/robustness.md for the formula.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "rlparity/model/checkpoint.hpp"
 #include "rlparity/replay/inputs.hpp"
 #include "rlparity/replay/replay.hpp"
 #include "rlparity/replay/replay_plan.hpp"
@@ -26,11 +28,21 @@ struct MemoryEstimate {
   std::string describe() const;
 };
 
+// What the estimate needs to know of the checkpoint's files.
+struct CheckpointStorage {
+  uint64_t mapped_bytes = 0;
+  // The 16-bit format every unquantized tensor is stored in, if one (bf16 or fp16): act-dtype forms
+  // in that format are views of the mapping (Half16Bits) and hold no memory of their own.
+  std::optional<num::Half16> half16;
+};
+CheckpointStorage checkpoint_storage(const Checkpoint& ckpt);
+
 // Estimates the peak of run_replay(ckpt, inputs, plan) with the plan's worker threads (0: all
 // cores). Inputs without a response count as prompt + max_new_tokens tokens. Attribution
-// (--attribute) is not included.
+// (--attribute) is not included. The prepared forms follow the plan's schedule (path_schedule): the
+// most that are alive at once, each prepared before its first path and released after its last.
 MemoryEstimate estimate_replay_memory(const ReplayPlan& plan, const std::vector<InputSequence>& inputs,
-                                      uint64_t checkpoint_bytes = 0);
+                                      const CheckpointStorage& storage = {});
 
 // --max-memory: InputError (refusing to start, with the estimate's breakdown) when the estimate for
 // this node (all its ranks) exceeds `limit` bytes (0: no limit); `limit_text` is the limit as the

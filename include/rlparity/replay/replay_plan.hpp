@@ -89,6 +89,14 @@ struct ReplayPlan {
   };
   std::vector<PathForms> recipe_forms;  // parallel to recipes
   std::size_t sampler_form = 0;
+  // The order run_replay runs the recipes' paths in (path_schedule). A recipe's kept outputs wait
+  // until both its paths ran; a form is prepared before its first run and released after its last.
+  struct PathRun {
+    std::size_t recipe = 0;
+    bool train = false;
+    std::size_t form = 0;
+  };
+  std::vector<PathRun> schedule;
   bool needs_kv_scales = false;  // some recipe runs an fp8 KV cache
   AttributionPlan attribution;
 
@@ -105,6 +113,16 @@ struct ReplayPlan {
 // adds.
 ReplayPlan make_replay_plan(const ModelSpec& spec, const ReplayOptions& options,
                             const AttributionOptions& attribution = {});
+
+// Every recipe's generation path, then its training path, grouped by weight form (the forms in order
+// of first use), so that a replay holds one prepared fp8 form at a time: an 8B model's fp8 form is
+// 7 GB. With routing replay the order stays recipe by recipe (a training path reads its generation
+// path's routing tape).
+std::vector<ReplayPlan::PathRun> path_schedule(const std::vector<ReplayPlan::PathForms>& recipe_forms,
+                                               bool routing_replay);
+// The most recipes that have one path run and wait for the other, at any point of the schedule: how
+// many paths' outputs a block keeps besides the running one (1 for the default schedules).
+std::size_t schedule_waiting_paths(const std::vector<ReplayPlan::PathRun>& schedule);
 
 // --kv-scales: "recalibrated" -> "", "stale:DIR" -> DIR (the stale directory); InputError otherwise.
 std::string parse_kv_scales_source(const std::string& text);

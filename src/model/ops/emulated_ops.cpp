@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "rlparity/model/rope.hpp"
+#include "rlparity/numerics/gemm.hpp"
 #include "rlparity/numerics/ops.hpp"
 #include "rlparity/util/error.hpp"
 #include "rlparity/util/parallel.hpp"
@@ -46,9 +47,8 @@ EmulatedOps::Cache EmulatedOps::new_cache(int capacity) const {
 void EmulatedOps::embed(const int32_t* tokens, int n, Mat& h) const {
   const int H = spec_.hidden;
   h.resize(n, H);
-  for (int i = 0; i < n; ++i) {
-    const float* row = w_.embed.data() + static_cast<std::size_t>(tokens[i]) * static_cast<std::size_t>(H);
-    std::copy(row, row + H, h.row(i).data());
-  }
+  for (int i = 0; i < n; ++i)
+    num::widen_half16(w_.embed.data() + static_cast<std::size_t>(tokens[i]) * static_cast<std::size_t>(H), H,
+                      style_.act, h.row(i).data());
 }
 }  // namespace rlp

@@ -52,10 +52,11 @@ PreparedLinear slice_k(const PreparedLinear& lin, int k0, int k1, bool keep_bias
   if (keep_bias) s.bias = lin.bias;
   const auto K = static_cast<std::size_t>(lin.in), w = static_cast<std::size_t>(s.in);
   if (!lin.fp8) {
-    s.w.resize(static_cast<std::size_t>(lin.out) * w);
+    std::vector<uint16_t> bits(static_cast<std::size_t>(lin.out) * w);
     for (std::size_t r = 0; r < static_cast<std::size_t>(lin.out); ++r)
-      std::copy_n(lin.w.begin() + static_cast<std::ptrdiff_t>(r * K + static_cast<std::size_t>(k0)), w,
-                  s.w.begin() + static_cast<std::ptrdiff_t>(r * w));
+      std::copy_n(lin.w.begin() + r * K + static_cast<std::size_t>(k0), w,
+                  bits.begin() + static_cast<std::ptrdiff_t>(r * w));
+    s.w = Half16Bits(std::move(bits));
     return s;
   }
   const num::Fp8Tensor& q = lin.wq;
