@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "rlparity/dist/job.hpp"
 #include "rlparity/dist/pack.hpp"
@@ -25,6 +26,7 @@
 #include "rlparity/util/error.hpp"
 #include "rlparity/util/interrupt.hpp"
 #include "rlparity/util/parallel.hpp"
+#include "rlparity/util/process_memory.hpp"
 #include "rlparity/util/strings.hpp"
 #include "rlparity/util/version.hpp"
 
@@ -131,15 +133,56 @@ enum LayerSum { kGT, kT, kGO, kTO, kO, kNumLayerSums };
 const char* const kTokenMetrics[] = {
     "logp_gen", "logp_train", "kl_gen_train", "kl_train_gen", "top1_agree", "entropy_gen", "js"};
 
+// What a replay records about its own cost, in the run file's `extra` attribute ("resources"; an
+// attribute, so that the datasets stay comparable bit for bit between runs): wall seconds per phase,
+// the process's peak RSS (VmHWM: mapped checkpoint pages included) and the largest anonymous RSS seen
+// after each preparation and path run.
+class ResourceLog {
+ public:
+  // Adds the wall time from now to the end of the scope to phase `name`.
+  class Scope {
+   public:
+    Scope(ResourceLog& log, const char* name)
+        : log_(log), name_(name), t0_(std::chrono::steady_clock::now()) {}
+    ~Scope() {
+      log_.seconds_[name_] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+      log_.sample();
+    }
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    ResourceLog& log_;
+    const char* name_;
+    std::chrono::steady_clock::time_point t0_;
+  };
+  Scope phase(const char* name) { return Scope(*this, name); }
+  void sample() { anon_max_ = std::max(anon_max_, proc_status_bytes("RssAnon")); }
+  nlohmann::json to_json() const {
+    return {{"phase_seconds", seconds_},
+            {"peak_rss_bytes", proc_status_bytes("VmHWM")},
+            {"max_anon_rss_bytes", anon_max_}};
+  }
+
+ private:
+  std::map<std::string, double> seconds_;
+  int64_t anon_max_ = -1;
+};
+
 // Weights in the plan's forms: prepared on first use, kept here or in the caller's cache.
 class WeightsSource {
  public:
-  WeightsSource(const Checkpoint& ckpt, const ReplayPlan& plan, PreparedWeightsCache* cache)
-      : ckpt_(ckpt), plan_(plan), cache_(cache), own_(plan.weight_forms.size()) {}
+  WeightsSource(const Checkpoint& ckpt, const ReplayPlan& plan, PreparedWeightsCache* cache,
+                ResourceLog* log = nullptr)
+      : ckpt_(ckpt), plan_(plan), cache_(cache), log_(log), own_(plan.weight_forms.size()) {}
   const PreparedWeights& get(std::size_t form) {
     const PathStyle& style = plan_.weight_forms[form];
     std::unique_ptr<PreparedWeights>& slot = cache_ ? cache_->by_key[weights_key(style)] : own_[form];
-    if (!slot) slot = std::make_unique<PreparedWeights>(prepare_weights(ckpt_, style));
+    if (!slot) {
+      std::optional<ResourceLog::Scope> timed;
+      if (log_) timed.emplace(*log_, "prepare_weights");
+      slot = std::make_unique<PreparedWeights>(prepare_weights(ckpt_, style));
+    }
     return *slot;
   }
   // Frees a form this source owns (a caller's cache keeps its forms for later replays).
@@ -151,6 +194,7 @@ class WeightsSource {
   const Checkpoint& ckpt_;
   const ReplayPlan& plan_;
   PreparedWeightsCache* cache_;
+  ResourceLog* log_;
   std::vector<std::unique_ptr<PreparedWeights>> own_;
 };
 
@@ -322,7 +366,8 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
   const Recipe& sampler = plan.sampler;
 
   // Weights in every form a path reads, prepared once (on first use) and shared between recipes.
-  WeightsSource weights(ckpt, plan, cache);
+  ResourceLog resources;
+  WeightsSource weights(ckpt, plan, cache, &resources);
   auto weights_for = [&](std::size_t form) -> const PreparedWeights& { return weights.get(form); };
 
   // 1. Responses: sampled once, from one generation path, so every recipe replays the same tokens.
@@ -330,8 +375,11 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
   // ranks each replays its shard of the sequences (sharding.hpp) and the results are gathered.
   Job& job = Job::current();
   const Sharding shard = job_sharding(spec, inputs, opt);
-  if (std::any_of(inputs.begin(), inputs.end(), [](const InputSequence& s) { return !s.has_response; }))
-    sample_missing(spec, weights_for(plan.sampler_form), sampler, opt, shard, inputs);
+  if (std::any_of(inputs.begin(), inputs.end(), [](const InputSequence& s) { return !s.has_response; })) {
+    const PreparedWeights& w = weights_for(plan.sampler_form);
+    const auto timed = resources.phase("sampling");
+    sample_missing(spec, w, sampler, opt, shard, inputs);
+  }
   if (std::none_of(plan.schedule.begin(), plan.schedule.end(),
                    [&](const ReplayPlan::PathRun& r) { return r.form == plan.sampler_form; }))
     weights.release(plan.sampler_form);
@@ -346,6 +394,7 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
   KvScales kv_scales;
   nlohmann::json kv_json = nullptr;
   if (plan.needs_kv_scales) {
+    const auto timed = resources.phase("kv_calibration");
     if (opt.kv_scales_stale_dir.empty()) {
       kv_scales = calibrate_kv_scales(ckpt, inputs, opt.kv_scale_method, &shard);
     } else {
@@ -525,6 +574,7 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
       const std::size_t NG = seqs.size();
       std::vector<std::vector<PathOutput<OracleOps::Mat>>> oracle(NG);
       if (opt.oracle) {
+        const auto timed = resources.phase("oracle");
         const OracleOps ops(spec, *oracle_w);
         for (std::size_t g = 0; g < NG; ++g) {
           check_interrupted();
@@ -554,6 +604,7 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
         // A new form: the pages the previous phase read need not stay resident beside it.
         if (u > 0 && plan.schedule[u - 1].form != path.form) ckpt.release_resident_pages();
         const std::unique_ptr<PathRunner> runner = make_runner(path.train ? rc.train : rc.gen, path.form);
+        const auto timed = resources.phase(path.train ? "training_paths" : "generation_paths");
         for (std::size_t g = 0; g < NG; ++g) {
           check_interrupted();
           std::vector<SeqTokens>& group = groups[g];
@@ -632,6 +683,7 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
                {"temperature", opt.temperature},
                {"unused_tensors", ckpt.unused_tensors()}};
   if (opt.backend && !opt.backend->info.empty()) run.extra["backend_info"] = opt.backend->info;
+  run.extra["resources"] = resources.to_json();
   return run;
 }
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "rlparity/model/checkpoint_writer.hpp"
+#include "rlparity/util/process_memory.hpp"
 
 namespace rlp::bench {
 
@@ -31,22 +32,8 @@ inline double seconds_since(Clock::time_point t0) {
 }
 
 // /proc/self/status field (kB) as bytes; -1 if absent.
-inline double proc_status_bytes(const char* key) {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  const std::string k = std::string(key) + ":";
-  while (std::getline(f, line))
-    if (line.rfind(k, 0) == 0) return std::stod(line.substr(k.size())) * 1024.0;
-  return -1;
-}
-
-// Resets VmHWM to the current RSS (Linux >= 4.0); false if not permitted.
-inline bool reset_peak_rss() {
-  std::ofstream f("/proc/self/clear_refs");
-  f << "5";
-  f.flush();
-  return static_cast<bool>(f);
-}
+inline double proc_status_bytes(const char* key) { return static_cast<double>(rlp::proc_status_bytes(key)); }
+using rlp::reset_peak_rss;
 
 // Best-of-`reps` Eigen fp32 GEMM rate (FLOP/s) at 2048^3, on one thread and split over `threads`
 // threads by column blocks of C.
