@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 
 #include "rlparity/numerics/formats.hpp"
@@ -54,29 +55,56 @@ std::vector<TensorData> make_fp8_block_tensors(const std::string& base, int64_t 
   return {std::move(w), std::move(s)};
 }
 
-void write_safetensors(const std::string& path, const std::vector<TensorData>& tensors,
-                       const nlohmann::json& metadata) {
+uint64_t TensorHeader::nbytes() const {
+  uint64_t n = dtype_size(dtype);
+  for (int64_t d : shape) n *= static_cast<uint64_t>(d);
+  return n;
+}
+
+SafetensorsWriter::SafetensorsWriter(const std::string& path, std::vector<TensorHeader> tensors,
+                                     const nlohmann::json& metadata)
+    : path_(path), tensors_(std::move(tensors)) {
   nlohmann::json header = nlohmann::json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t off = 0;
-  for (const auto& t : tensors) {
+  for (const auto& t : tensors_) {
     header[t.name] = {
-        {"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {off, off + t.bytes.size()}}};
-    off += t.bytes.size();
+        {"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {off, off + t.nbytes()}}};
+    off += t.nbytes();
   }
   std::string h = header.dump();
   while (h.size() % 8 != 0) h.push_back(' ');
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) RLP_THROW_INPUT("{}: cannot create file", path);
+  out_.open(path, std::ios::binary | std::ios::trunc);
+  if (!out_) RLP_THROW_INPUT("{}: cannot create file", path);
   uint8_t len[8];
   for (int k = 0; k < 8; ++k)
     len[k] = static_cast<uint8_t>((static_cast<uint64_t>(h.size()) >> (8 * k)) & 0xFF);
-  out.write(reinterpret_cast<const char*>(len), 8);
-  out.write(h.data(), static_cast<std::streamsize>(h.size()));
-  for (const auto& t : tensors)
-    out.write(reinterpret_cast<const char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
-  out.close();
-  if (!out) RLP_THROW_INPUT("{}: write failed", path);
+  out_.write(reinterpret_cast<const char*>(len), 8);
+  out_.write(h.data(), static_cast<std::streamsize>(h.size()));
+}
+
+void SafetensorsWriter::write(const TensorData& t) {
+  RLP_CHECK(next_ < tensors_.size(), "{}: tensor '{}' written after the last announced one", path_, t.name);
+  const TensorHeader& h = tensors_[next_++];
+  RLP_CHECK(t.name == h.name && t.dtype == h.dtype && t.shape == h.shape && t.bytes.size() == h.nbytes(),
+            "{}: tensor '{}' written where the header announced '{}'", path_, t.name, h.name);
+  out_.write(reinterpret_cast<const char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
+}
+
+void SafetensorsWriter::close() {
+  RLP_CHECK(next_ == tensors_.size(), "{}: {} of {} announced tensors written", path_, next_,
+            tensors_.size());
+  out_.close();
+  if (!out_) RLP_THROW_INPUT("{}: write failed", path_);
+}
+
+void write_safetensors(const std::string& path, const std::vector<TensorData>& tensors,
+                       const nlohmann::json& metadata) {
+  std::vector<TensorHeader> headers;
+  for (const auto& t : tensors) headers.push_back({t.name, t.dtype, t.shape});
+  SafetensorsWriter w(path, std::move(headers), metadata);
+  for (const auto& t : tensors) w.write(t);
+  w.close();
 }
 
 namespace {
@@ -254,38 +282,53 @@ void write_random_checkpoint(const RandomCheckpointOptions& o) {
   const int64_t q = o.heads * hd, kv = o.kv_heads * hd;
   const double proj_out_scale = 1.0 / std::sqrt(2.0 * o.layers);
 
-  std::vector<TensorData> tensors;
+  // Every tensor is planned (name, dtype, shape) first and generated when the writer reaches it, so
+  // the files are written in the memory of one tensor. `post` edits a tensor's values as stored.
+  struct Planned {
+    std::vector<TensorHeader> headers;  // one, or an fp8 linear's codes and scales
+    std::function<std::vector<TensorData>()> make;
+  };
+  std::vector<Planned> planned;
   auto gen = [&](const std::string& name, std::vector<int64_t> shape, double mean, double stddev,
-                 int layer = -1, bool outlier_input = false) {
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    Normal normal(o.seed * 0x9E3779B97F4A7C15ull ^ fnv1a(name));
-    std::vector<float> v(static_cast<std::size_t>(n));
-    for (auto& x : v) x = static_cast<float>(mean + stddev * normal());
-    if (outlier_input && layer == o.outlier_layer) {
-      const int64_t cols = shape.back();
-      for (int64_t r = 0; r < n / cols; ++r) {
-        float& x = v[static_cast<std::size_t>(r * cols + o.outlier_channel)];
-        x = static_cast<float>(x * o.outlier_scale);
-      }
-    }
+                 int layer = -1, bool outlier_input = false,
+                 std::function<void(std::vector<float>&)> post = {}) {
     // The decoder linears (q/k/v/o, MLP, experts), not routers or gates.
     const std::string w = ".weight";
     const bool weight = name.size() > w.size() && name.compare(name.size() - w.size(), w.size(), w) == 0;
     const std::string module = weight ? name.substr(0, name.size() - w.size()) : std::string();
     const bool linear = weight && name.rfind("model.layers.", 0) == 0 &&
                         is_quantizable_linear_module(module.substr(module.rfind('.') + 1));
-    if (o.fp8_block && linear) {
-      // The master as `dtype` holds it, then quantized.
-      for (auto& x : v)
-        x = o.dtype == DType::bf16   ? num::bf16_bits_to_float(num::float_to_bf16_bits(x))
-            : o.dtype == DType::fp16 ? num::fp16_bits_to_float(num::float_to_fp16_bits(x))
-                                     : x;
-      for (auto& t : make_fp8_block_tensors(name.substr(0, name.size() - 7), shape[0], shape[1], v, o.quant))
-        tensors.push_back(std::move(t));
-      return;
+    const bool fp8 = o.fp8_block && linear;
+    Planned p;
+    if (fp8) {
+      p.headers.push_back({name, DType::e4m3, shape});
+      p.headers.push_back(
+          {module + ".weight_scale_inv", DType::fp32, {(shape[0] + 127) / 128, (shape[1] + 127) / 128}});
+    } else {
+      p.headers.push_back({name, o.dtype, shape});
     }
-    tensors.push_back(make_tensor(name, o.dtype, std::move(shape), v));
+    p.make = [&o, name, shape, mean, stddev, layer, outlier_input, fp8, module, post]() {
+      int64_t n = 1;
+      for (int64_t d : shape) n *= d;
+      Normal normal(o.seed * 0x9E3779B97F4A7C15ull ^ fnv1a(name));
+      std::vector<float> v(static_cast<std::size_t>(n));
+      for (auto& x : v) x = static_cast<float>(mean + stddev * normal());
+      if (outlier_input && layer == o.outlier_layer) {
+        const int64_t cols = shape.back();
+        for (int64_t r = 0; r < n / cols; ++r) {
+          float& x = v[static_cast<std::size_t>(r * cols + o.outlier_channel)];
+          x = static_cast<float>(x * o.outlier_scale);
+        }
+      }
+      // The values as `dtype` holds them (an fp8 linear's master before it is quantized).
+      if (fp8 || post)
+        for (auto& x : v)
+          x = o.dtype == DType::bf16 ? num::round_bf16(x) : o.dtype == DType::fp16 ? num::round_fp16(x) : x;
+      if (fp8) return make_fp8_block_tensors(module, shape[0], shape[1], v, o.quant);
+      if (post) post(v);
+      return std::vector<TensorData>{make_tensor(name, o.dtype, shape, v)};
+    };
+    planned.push_back(std::move(p));
   };
   const double emb_std = 2.0 / std::sqrt(static_cast<double>(H));
   gen("model.embed_tokens.weight", {V, H}, 0.0, emb_std);
@@ -309,19 +352,17 @@ void write_random_checkpoint(const RandomCheckpointOptions& o) {
     gen(L("post_attention_layernorm.weight"), {H}, 1.0, 0.1);
     if (spec.is_moe_layer(i)) {
       const int64_t E = spec.num_experts, Im = spec.moe_intermediate;
-      gen(layer_tensor_name(i, spec.router_tensor_suffix() + ".weight"), {E, H}, 0.0, in_std);
-      if (o.router_near_tie) {
-        TensorData& t = tensors.back();
-        std::vector<float> v(static_cast<std::size_t>(E * H));
-        const TensorView view{t.name, "", t.dtype, t.shape, t.bytes.data(), t.bytes.size()};
-        view.to_float(v.data());
-        for (float& x : v) x = num::round_bf16(x);  // bf16-exact values: every dtype stores them as is
-        for (int64_t c = 0; c < H; ++c) v[static_cast<std::size_t>(H + c)] = v[static_cast<std::size_t>(c)];
-        v[static_cast<std::size_t>(H)] =
-            num::bf16_bits_to_float(static_cast<uint16_t>(num::float_to_bf16_bits(std::fabs(v[0])) + 1));
-        v[0] = std::fabs(v[0]);
-        t = make_tensor(t.name, t.dtype, t.shape, v);
-      }
+      std::function<void(std::vector<float>&)> near_tie;
+      if (o.router_near_tie)
+        near_tie = [H](std::vector<float>& v) {
+          for (float& x : v) x = num::round_bf16(x);  // bf16-exact values: every dtype stores them as is
+          for (int64_t c = 0; c < H; ++c) v[static_cast<std::size_t>(H + c)] = v[static_cast<std::size_t>(c)];
+          v[static_cast<std::size_t>(H)] =
+              num::bf16_bits_to_float(static_cast<uint16_t>(num::float_to_bf16_bits(std::fabs(v[0])) + 1));
+          v[0] = std::fabs(v[0]);
+        };
+      gen(layer_tensor_name(i, spec.router_tensor_suffix() + ".weight"), {E, H}, 0.0, in_std, -1, false,
+          near_tie);
       auto mlp = [&](auto&& name, int64_t I_) {
         gen(layer_tensor_name(i, name("gate_proj") + ".weight"), {I_, H}, 0.0, in_std, i, true);
         gen(layer_tensor_name(i, name("up_proj") + ".weight"), {I_, H}, 0.0, in_std, i, true);
@@ -355,26 +396,46 @@ void write_random_checkpoint(const RandomCheckpointOptions& o) {
     if (!cf) RLP_THROW_INPUT("{}: cannot write config.json", o.out);
   }
   const nlohmann::json meta = {{"format", "pt"}};
+  std::vector<TensorHeader> headers;
+  for (const auto& p : planned) headers.insert(headers.end(), p.headers.begin(), p.headers.end());
+  // The tensors in order, each generated when the writer reaches it.
+  std::size_t next_planned = 0;
+  std::vector<TensorData> ready;
+  auto next_tensor = [&]() {
+    if (ready.empty()) {
+      ready = planned[next_planned].make();
+      std::reverse(ready.begin(), ready.end());
+      planned[next_planned++].make = nullptr;
+    }
+    TensorData t = std::move(ready.back());
+    ready.pop_back();
+    return t;
+  };
+  auto write_file = [&](const std::string& path, std::size_t t0, std::size_t t1) {
+    SafetensorsWriter w(path,
+                        {headers.begin() + static_cast<std::ptrdiff_t>(t0),
+                         headers.begin() + static_cast<std::ptrdiff_t>(t1)},
+                        meta);
+    for (std::size_t i = t0; i < t1; ++i) w.write(next_tensor());
+    w.close();
+  };
   if (o.shards <= 1) {
-    write_safetensors((dir / "model.safetensors").string(), tensors, meta);
+    write_file((dir / "model.safetensors").string(), 0, headers.size());
     return;
   }
   const std::size_t N = static_cast<std::size_t>(o.shards);
-  if (N > tensors.size())
-    RLP_THROW_INPUT("write_random_checkpoint: {} shards for only {} tensors", N, tensors.size());
+  if (N > headers.size())
+    RLP_THROW_INPUT("write_random_checkpoint: {} shards for only {} tensors", N, headers.size());
   nlohmann::json index;
   uint64_t total = 0;
-  for (const auto& t : tensors) total += t.bytes.size();
+  for (const auto& h : headers) total += h.nbytes();
   index["metadata"] = {{"total_size", total}};
   index["weight_map"] = nlohmann::json::object();
-  for (std::size_t s = 0; s < N; ++s) {
-    const std::string fname = fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1, N);
-    std::vector<TensorData> part;
-    for (std::size_t i = s * tensors.size() / N; i < (s + 1) * tensors.size() / N; ++i) {
-      index["weight_map"][tensors[i].name] = fname;
-      part.push_back(std::move(tensors[i]));
-    }
-    write_safetensors((dir / fname).string(), part, meta);
+  for (std::size_t sh = 0; sh < N; ++sh) {
+    const std::string fname = fmt::format("model-{:05d}-of-{:05d}.safetensors", sh + 1, N);
+    const std::size_t t0 = sh * headers.size() / N, t1 = (sh + 1) * headers.size() / N;
+    for (std::size_t i = t0; i < t1; ++i) index["weight_map"][headers[i].name] = fname;
+    write_file((dir / fname).string(), t0, t1);
   }
   std::ofstream idx(dir / "model.safetensors.index.json", std::ios::trunc);
   idx << index.dump(2) << "\n";

@@ -241,6 +241,35 @@ TEST(Checkpoint, EveryArchitectureDtypeAndLayoutOpens) {
   }
 }
 
+// The streaming writer writes what its header announced, in order, or refuses.
+TEST(Checkpoint, SafetensorsWriterTakesTheAnnouncedTensorsInOrder) {
+  TempDir tmp;
+  const std::string path = (tmp / "x.safetensors").string();
+  const rlp::TensorData a = rlp::make_tensor("a", DType::fp32, {2}, {1.0f, 2.0f});
+  const rlp::TensorData b = rlp::make_tensor("b", DType::bf16, {3}, {1.0f, 2.0f, 3.0f});
+  const std::vector<rlp::TensorHeader> both = {{"a", DType::fp32, {2}}, {"b", DType::bf16, {3}}};
+  {
+    rlp::SafetensorsWriter w(path, both);
+    EXPECT_THROW(w.write(b), rlp::Error);  // announced second
+  }
+  {
+    rlp::SafetensorsWriter w(path, both);
+    w.write(a);
+    EXPECT_THROW(w.close(), rlp::Error);  // b never came
+  }
+  {
+    rlp::SafetensorsWriter w(path, both);
+    w.write(a);
+    w.write(b);
+    EXPECT_THROW(w.write(b), rlp::Error);  // nothing left to write
+    w.close();
+  }
+  // The same bytes as the whole-list writer.
+  const std::string whole = (tmp / "y.safetensors").string();
+  rlp::write_safetensors(whole, {a, b});
+  EXPECT_EQ(read_file(path), read_file(whole));
+}
+
 TEST(Checkpoint, GeneratorIsDeterministicAndDtypesShareValues) {
   TempDir tmp;
   auto a = small("qwen2", (tmp / "a").string());

@@ -2,6 +2,7 @@
 // checkpoints of every supported architecture (tests, benchmarks, tools/rlparity_make_checkpoint).
 #pragma once
 #include <cstdint>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -30,8 +31,35 @@ std::vector<TensorData> make_fp8_block_tensors(const std::string& base, int64_t 
                                                const std::vector<float>& master,
                                                const num::ScaleOptions& opt);
 
-// Writes one safetensors file: 8-byte length, JSON header (padded with spaces to a multiple of 8,
-// as the reference writer does), then the tensors' bytes in the given order.
+// What a safetensors header says of one tensor.
+struct TensorHeader {
+  std::string name;
+  DType dtype = DType::fp32;
+  std::vector<int64_t> shape;
+  uint64_t nbytes() const;
+};
+
+// One safetensors file written tensor by tensor: 8-byte length, JSON header (padded with spaces to a
+// multiple of 8, as the reference writer does) for every tensor up front, then each tensor's bytes
+// as the caller produces it, in the header's order. A writer of an 8B checkpoint holds one tensor at
+// a time, never the checkpoint.
+class SafetensorsWriter {
+ public:
+  SafetensorsWriter(const std::string& path, std::vector<TensorHeader> tensors,
+                    const nlohmann::json& metadata = nlohmann::json::object());
+  // The next tensor's bytes; throws when it is not the one the header announced next.
+  void write(const TensorData& t);
+  // Checks that every announced tensor was written and flushes; throws InputError on a write error.
+  void close();
+
+ private:
+  std::string path_;
+  std::vector<TensorHeader> tensors_;
+  std::size_t next_ = 0;
+  std::ofstream out_;
+};
+
+// Writes one safetensors file holding `tensors` (a SafetensorsWriter fed in order).
 void write_safetensors(const std::string& path, const std::vector<TensorData>& tensors,
                        const nlohmann::json& metadata = nlohmann::json::object());
 
@@ -76,7 +104,8 @@ struct RandomCheckpointOptions {
 // The config.json the generator writes for `o`.
 nlohmann::json random_checkpoint_config(const RandomCheckpointOptions& o);
 
-// Writes config.json and the weights to o.out (created if needed). Deterministic in o (its own
+// Writes config.json and the weights to o.out (created if needed), one tensor at a time (an 8B
+// checkpoint is written in the memory of its largest tensor). Deterministic in o (its own
 // Box-Muller normals from std::mt19937_64, one stream per tensor seeded from seed and name, so a
 // bf16 checkpoint holds the f32 one's values rounded). Scales: embeddings/lm_head N(0, (2/sqrt(H))^2)
 // so logits are spread but not saturated, projections N(0, 1/fan_in) (o/down additionally
