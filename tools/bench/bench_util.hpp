@@ -93,6 +93,20 @@ inline RandomCheckpointOptions moe_bench_model(const std::string& out) {
   return o;
 }
 
+// Issue 15's model: Llama-3.1-8B-shaped (hidden 4096, intermediate 14336, 32 layers, 32 heads,
+// 8 KV heads, vocab 128256, rope llama3 scaling), bf16, untied: a 16 GB checkpoint.
+inline RandomCheckpointOptions llama8b_bench_model(const std::string& out) {
+  RandomCheckpointOptions o = bench_model(out);
+  o.arch = "llama3";
+  o.hidden = 4096;
+  o.intermediate = 14336;
+  o.layers = 32;
+  o.heads = 32;
+  o.kv_heads = 8;
+  o.vocab = 128256;
+  return o;
+}
+
 // Model GEMM FLOPs per token: 2 x the parameters of the decoder linears and the lm_head a token
 // passes through (in a MoE layer: the router, its k experts and a shared expert, not the others).
 inline double linear_flops_per_token(const ModelSpec& sp) {
