@@ -136,14 +136,29 @@ void TensorView::to_float(float* out) const {
 void TensorView::to_double(double* out) const { to_double(0, numel(), out); }
 
 void TensorView::to_double(int64_t first, int64_t count, double* out) const {
-  if (dtype == DType::e4m3) {
-    const int64_t cols = shape[1];
-    for (int64_t i = first; i < first + count; ++i)
-      out[i - first] = static_cast<double>(e4m3_code(data[static_cast<std::size_t>(i)])) *
-                       static_cast<double>(block_scale_inv(i / cols, i % cols));
-    return;
+  // One loop per dtype: the oracle GEMM widens every weight row through here.
+  const uint8_t* p = data + static_cast<std::size_t>(first) * dtype_size(dtype);
+  const auto n = static_cast<std::size_t>(count);
+  switch (dtype) {
+    case DType::fp32:
+      for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<double>(num::bits_f32(load32(p + 4 * i)));
+      return;
+    case DType::bf16:
+      for (std::size_t i = 0; i < n; ++i)
+        out[i] = static_cast<double>(num::bf16_bits_to_float(load16(p + 2 * i)));
+      return;
+    case DType::fp16:
+      for (std::size_t i = 0; i < n; ++i)
+        out[i] = static_cast<double>(num::fp16_bits_to_float(load16(p + 2 * i)));
+      return;
+    case DType::e4m3: {
+      const int64_t cols = shape[1];
+      for (int64_t i = first; i < first + count; ++i)
+        out[i - first] = static_cast<double>(e4m3_code(data[static_cast<std::size_t>(i)])) *
+                         static_cast<double>(block_scale_inv(i / cols, i % cols));
+      return;
+    }
   }
-  for (int64_t i = first; i < first + count; ++i) out[i - first] = static_cast<double>(at(i));
 }
 
 // ---- XXH64 -------------------------------------------------------------------------------------

@@ -10,9 +10,10 @@
 //     and lm_head, per token each path computes: 3 recipes x {generation, training} + the oracle)
 //     divided by the wall time, as a ratio to Eigen's fp32 GEMM rate measured in the same run
 //     (best of before and after the replay, on as many threads as the replay uses). Goal >= 0.35;
-//   peak RSS (VmHWM, reset just before the replay) against the bound 2 x (the weights in all their
-//     prepared forms, from the run's own memory estimate, + the most KV-cache bytes live at once),
-//     and against the --max-memory estimate (documented as an upper bound).
+//   peak RSS (VmHWM, reset just before the replay; mapped checkpoint pages included) against the
+//     --max-memory estimate (documented as an upper bound) plus the mapped checkpoint. (Issue 4's
+//     bound, 2 x the weights in all their prepared forms + KV, lost its meaning once the bf16 forms
+//     became views of the mapping and the oracle stopped holding weights: issue 15.)
 //
 // The generation paths decode the given responses layer by layer (DecodeEval::layerwise, the
 // default). --decode token-by-token replays with the token-by-token loop instead; --decode compare
@@ -142,25 +143,6 @@ std::vector<rlp::InputSequence> random_inputs(const Args& a, int vocab) {
   return in;
 }
 
-// Bytes of the estimate's parts that hold prepared weights (every form, the oracle's included).
-double prepared_weight_bytes(const rlp::MemoryEstimate& e) {
-  double b = 0;
-  for (const auto& [what, bytes] : e.parts)
-    if (what.find("weights") != std::string::npos) b += static_cast<double>(bytes);
-  return b;
-}
-
-// The most KV-cache bytes live at once: a decode step holds the whole group's caches (float), a
-// teacher-forced pass one cache per worker (float, or double for the oracle).
-double kv_cache_bytes(const rlp::ModelSpec& sp, const Args& a, int threads) {
-  const double per_token = 2.0 * sp.layers * static_cast<double>(sp.kv_heads) * sp.head_dim;
-  const double n = a.prompt + a.response;
-  const double group = static_cast<double>(
-      rlp::replay_group_size(sp, static_cast<std::size_t>(a.sequences), static_cast<uint64_t>(a.response)));
-  const double workers = std::min(threads, a.sequences);
-  return per_token * n * std::max(group * 4.0, workers * (a.oracle ? 8.0 : 4.0));
-}
-
 // The CPU emulator's path runner, each decode-mode run timed (the generation paths inside run_replay).
 class TimedRunner final : public rlp::PathRunner {
  public:
@@ -280,9 +262,6 @@ int main(int argc, char** argv) {
     const double flops = paths * tokens_per_path * rlp::bench::linear_flops_per_token(ck.spec());
     const double scored =
         static_cast<double>(args.sequences) * args.response * static_cast<double>(run.recipes.size());
-    // RSS counts the mapped checkpoint's pages: the bf16 forms are views of them.
-    const double bound = 2.0 * (prepared_weight_bytes(est) + kv_cache_bytes(ck.spec(), args, threads)) +
-                         static_cast<double>(bc.bytes());
 
     fmt::print("\nsummary ({} decode)\n", args.decode == "token-by-token" ? "token-by-token" : "layer-wise");
     fmt::print("  wall time               {:.1f} s\n", wall);
@@ -314,10 +293,7 @@ int main(int argc, char** argv) {
         moe ? "; active experts only" : "");
     if (peak > 0) {
       const double est_total = static_cast<double>(est.total + est.mapped_checkpoint);
-      fmt::print(
-          "  peak RSS                {:.1f} MiB; bound 2 x (prepared weights + KV) + checkpoint = {:.1f} "
-          "MiB: {}\n",
-          peak / 1048576.0, bound / 1048576.0, peak < bound ? "within" : "EXCEEDED");
+      fmt::print("  peak RSS                {:.1f} MiB\n", peak / 1048576.0);
       fmt::print("  --max-memory estimate   {:.1f} MiB + {:.1f} MiB mapped checkpoint (RSS counts it): {}\n",
                  static_cast<double>(est.total) / 1048576.0,
                  static_cast<double>(est.mapped_checkpoint) / 1048576.0,
