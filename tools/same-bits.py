@@ -3,8 +3,8 @@
 
 usage: tools/same-bits.py REF_DIR NEW_DIR FILE...
 
-Text attributes that name a time, a version, a host or a path are skipped (they differ between any
-two runs); everything else, datasets by their raw bytes, must be identical. Exit 0 when all are,
+Text attributes that name a time, a version, a host, a path or the process's resources (seconds,
+memory) are skipped (they differ between any two runs); everything else, datasets by their raw bytes, must be identical. Exit 0 when all are,
 1 with the differing names otherwise. Needs h5py and numpy.
 """
 import json
@@ -13,7 +13,7 @@ import sys
 import h5py
 import numpy as np
 
-SKIP = ("created", "time", "version", "host", "path", "checkpoint", "command", "out", "wall", "seconds")
+SKIP = ("created", "time", "version", "host", "path", "checkpoint", "command", "out", "wall", "seconds", "resources")
 
 
 def scrub(v):
