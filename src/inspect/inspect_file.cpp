@@ -173,6 +173,24 @@ InspectResult read_inspect_file(const std::string& path) {
               static_cast<int64_t>(std::llround(q.blocks_differ_frac * static_cast<double>(t.blocks)));
           t.stats.push_back(q);
         }
+      // A pre-quantized fp8 tensor's stored-vs-requantized comparison: all of it or none.
+      for (const bool pow2 : {false, true})  // compare_stored's order: scale mode outer
+        for (const ScaleConvention c : inspect_conventions()) {
+          const std::string pre = "stored_" + stats_prefix(c, pow2);
+          if (!g.has_attr(pre + "codes_differ_frac")) continue;
+          StoredComparison q;
+          q.convention = c;
+          q.pow2 = pow2;
+          q.codes_differ_frac = g.read_attr<double>(pre + "codes_differ_frac");
+          q.scales_differ_frac = g.read_attr<double>(pre + "scales_differ_frac");
+          q.scale_ratio_min = g.read_attr<double>(pre + "scale_ratio_min");
+          q.scale_ratio_max = g.read_attr<double>(pre + "scale_ratio_max");
+          t.stored.push_back(q);
+        }
+      if (!t.stored.empty() && t.stored.size() != t.stats.size())
+        throw h5::H5Failure("/tensors/" + name + ": stored_* attributes for " +
+                            std::to_string(t.stored.size()) + " of the " + std::to_string(t.stats.size()) +
+                            " conventions");
       r.tensors.push_back(std::move(t));
     }
     const h5::Group layers = file.open_group("layers");

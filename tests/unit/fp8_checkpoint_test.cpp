@@ -321,6 +321,23 @@ TEST_F(Fp8Checkpoint, InspectComparesStoredCodesWithEachConvention) {
     EXPECT_LT(nemo.codes_differ_frac, 0.01) << t.name;
   }
   EXPECT_NE(rlp::format_inspect(r).find("stored fp8 codes vs requantized"), std::string::npos);
+  // The inspect file gives the comparison back as written.
+  const std::string file = (dir_ / "inspect.h5").string();
+  rlp::write_inspect_file(file, r, "test", false);
+  const rlp::InspectResult back = rlp::read_inspect_file(file);
+  ASSERT_EQ(back.tensors.size(), r.tensors.size());
+  for (std::size_t i = 0; i < r.tensors.size(); ++i) {
+    ASSERT_EQ(back.tensors[i].stored.size(), r.tensors[i].stored.size());
+    for (std::size_t k = 0; k < r.tensors[i].stored.size(); ++k) {
+      const rlp::StoredComparison &a = r.tensors[i].stored[k], &b = back.tensors[i].stored[k];
+      EXPECT_EQ(a.convention, b.convention);
+      EXPECT_EQ(a.pow2, b.pow2);
+      EXPECT_EQ(a.codes_differ_frac, b.codes_differ_frac);
+      EXPECT_EQ(a.scales_differ_frac, b.scales_differ_frac);
+      EXPECT_EQ(a.scale_ratio_min, b.scale_ratio_min);
+      EXPECT_EQ(a.scale_ratio_max, b.scale_ratio_max);
+    }
+  }
 }
 
 TEST_F(Fp8Checkpoint, ReplayFromTheCliWithTheDefaultRecipes) {

@@ -44,7 +44,8 @@ struct TensorInspection {
   int64_t blocks = 0;                                        // 128x128 blocks (edge blocks partial)
   double amax_min = 0.0, amax_median = 0.0, amax_max = 0.0;  // over blocks; median = nearest rank
   std::vector<QuantStats> stats;  // inspect_conventions() x {fp32, pow2}: index 2*c + pow2
-  // Only for a tensor stored F8_E4M3 (stats are then of its dequantized master): in the same order.
+  // Only for a tensor stored F8_E4M3 (stats are then of its dequantized master): {fp32, pow2} x
+  // inspect_conventions(), the scale mode outer (index 4*pow2 + c; the table prints it in halves).
   std::vector<StoredComparison> stored;
   double worst_snr_db() const;  // min over stats
   const QuantStats& find(num::ScaleConvention c, bool pow2) const;
@@ -97,8 +98,9 @@ void write_inspect_file(const std::string& path, const InspectResult& r, const s
                         bool force);
 
 // Reads an inspect file back (`report` draws it). Per-tensor stats come back in inspect_conventions()
-// x {fp32, pow2} order with the HDF5 values (sum_sq_x / sum_sq_err are not stored: 0;
-// blocks_differ = round(frac x blocks)); tensors in the file's `order`. InputError on any problem.
+// x {fp32, pow2} order, and a pre-quantized tensor's stored comparison in its own order, with the HDF5 values
+// (sum_sq_x / sum_sq_err are not stored: 0; blocks_differ = round(frac x blocks)); tensors in the file's
+// `order`. InputError on any problem.
 InspectResult read_inspect_file(const std::string& path);
 // True when `path` is an HDF5 file whose root attribute `format` is "rlparity-inspect".
 bool is_inspect_file(const std::string& path);
