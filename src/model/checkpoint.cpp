@@ -111,54 +111,42 @@ float TensorView::at(int64_t i) const {
   return 0.0f;
 }
 
-void TensorView::to_float(float* out) const {
-  const auto n = static_cast<std::size_t>(numel());
-  switch (dtype) {
-    case DType::fp32: std::memcpy(out, data, 4 * n); break;
+namespace {
+// Elements [first, first + count) of `t` as T: f32/bf16/f16 widened exactly; an e4m3 code times its
+// block's scale_inv multiplied in T (fp32: transformers' Fp8Dequantize; double: the exact product).
+// One loop per dtype: the oracle GEMM and fp8 preparation widen every weight through here.
+template <class T>
+void widen_range(const TensorView& t, int64_t first, int64_t count, T* out) {
+  const uint8_t* p = t.data + static_cast<std::size_t>(first) * dtype_size(t.dtype);
+  const auto n = static_cast<std::size_t>(count);
+  switch (t.dtype) {
+    case DType::fp32:
+      for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<T>(num::bits_f32(load32(p + 4 * i)));
+      return;
     case DType::bf16:
-      for (std::size_t i = 0; i < n; ++i) out[i] = num::bf16_bits_to_float(load16(data + 2 * i));
-      break;
+      for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<T>(num::bf16_bits_to_float(load16(p + 2 * i)));
+      return;
     case DType::fp16:
-      for (std::size_t i = 0; i < n; ++i) out[i] = num::fp16_bits_to_float(load16(data + 2 * i));
-      break;
+      for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<T>(num::fp16_bits_to_float(load16(p + 2 * i)));
+      return;
     case DType::e4m3: {
-      const int64_t rows = shape[0], cols = shape[1];
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < cols; ++c) {
-          const auto k = static_cast<std::size_t>(r * cols + c);
-          out[k] = e4m3_code(data[k]) * block_scale_inv(r, c);
-        }
-      break;
+      const int64_t cols = t.shape[1];
+      for (int64_t i = first; i < first + count; ++i)
+        out[i - first] = static_cast<T>(e4m3_code(t.data[static_cast<std::size_t>(i)])) *
+                         static_cast<T>(t.block_scale_inv(i / cols, i % cols));
+      return;
     }
   }
 }
+}  // namespace
 
+void TensorView::to_float(float* out) const { to_float(0, numel(), out); }
+void TensorView::to_float(int64_t first, int64_t count, float* out) const {
+  widen_range(*this, first, count, out);
+}
 void TensorView::to_double(double* out) const { to_double(0, numel(), out); }
-
 void TensorView::to_double(int64_t first, int64_t count, double* out) const {
-  // One loop per dtype: the oracle GEMM widens every weight row through here.
-  const uint8_t* p = data + static_cast<std::size_t>(first) * dtype_size(dtype);
-  const auto n = static_cast<std::size_t>(count);
-  switch (dtype) {
-    case DType::fp32:
-      for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<double>(num::bits_f32(load32(p + 4 * i)));
-      return;
-    case DType::bf16:
-      for (std::size_t i = 0; i < n; ++i)
-        out[i] = static_cast<double>(num::bf16_bits_to_float(load16(p + 2 * i)));
-      return;
-    case DType::fp16:
-      for (std::size_t i = 0; i < n; ++i)
-        out[i] = static_cast<double>(num::fp16_bits_to_float(load16(p + 2 * i)));
-      return;
-    case DType::e4m3: {
-      const int64_t cols = shape[1];
-      for (int64_t i = first; i < first + count; ++i)
-        out[i - first] = static_cast<double>(e4m3_code(data[static_cast<std::size_t>(i)])) *
-                         static_cast<double>(block_scale_inv(i / cols, i % cols));
-      return;
-    }
-  }
+  widen_range(*this, first, count, out);
 }
 
 // ---- XXH64 -------------------------------------------------------------------------------------

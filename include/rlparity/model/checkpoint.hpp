@@ -52,6 +52,7 @@ struct TensorView {
   // e4m3, the exact product (4 x 24 significant bits fit a double): what the float64 oracle uses.
   float at(int64_t i) const;
   void to_float(float* out) const;
+  void to_float(int64_t first, int64_t count, float* out) const;  // elements [first, first + count)
   void to_double(double* out) const;
   // Elements [first, first + count) (row-major) as to_double gives them: the float64 oracle widens
   // one weight row at a time from the mapping, never the whole tensor.
