@@ -43,6 +43,12 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"te", "vllm", "deepgemm", "nemo-refit"}))
       ->capture_default_str();
   app.add_flag("--quant-pow2", quant_pow2, "power-of-2 scales for --quantize");
+  app.add_option(
+         "--fp8-format", o.fp8_format,
+         "layout of --quantize fp8-block: fp8 (quant_method fp8, weight_scale_inv) or compressed-tensors "
+         "(llm-compressor's block fp8: weight_scale, ignore lm_head)")
+      ->check(CLI::IsMember({"fp8", "compressed-tensors"}))
+      ->capture_default_str();
   app.add_flag("--tied,!--untied", o.tied, "tie lm_head to the embeddings (default: untied)");
   app.add_option("--shards", o.shards, "number of safetensors shards (>1 writes an index)")
       ->capture_default_str();

@@ -381,12 +381,12 @@ void validate_fp8_tensors(const ModelSpec& spec, std::map<std::string, TensorVie
     if (spec.fp8.is_not_converted(base))
       RLP_THROW_INPUT(
           "{}: tensor '{}' is F8_E4M3 but {} lists '{}' as not converted (modules_to_not_convert / "
-          "ignored_layers)",
+          "ignored_layers / ignore)",
           v.file, name, config_path, base);
     if (v.shape.size() != 2)
       RLP_THROW_INPUT("{}: tensor '{}' is F8_E4M3 with shape {}; a quantized linear weight is 2-D", v.file,
                       name, shape_str(v.shape));
-    const std::string sname = base + ".weight_scale_inv";
+    const std::string sname = base + "." + spec.fp8.scale_suffix;
     auto it = tensors.find(sname);
     if (it == tensors.end())
       RLP_THROW_INPUT("{}: tensor '{}' is F8_E4M3 but its block scales '{}' are missing", v.file, name,

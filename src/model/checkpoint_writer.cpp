@@ -42,14 +42,14 @@ TensorData make_tensor(const std::string& name, DType dtype, std::vector<int64_t
 }
 
 std::vector<TensorData> make_fp8_block_tensors(const std::string& base, int64_t rows, int64_t cols,
-                                               const std::vector<float>& master,
-                                               const num::ScaleOptions& opt) {
+                                               const std::vector<float>& master, const num::ScaleOptions& opt,
+                                               const std::string& scale_suffix) {
   RLP_CHECK(static_cast<std::size_t>(rows * cols) == master.size(),
             "make_fp8_block_tensors({}): {} values for {}x{}", base, master.size(), rows, cols);
   const num::Fp8Tensor q =
       num::quantize_blocks(master.data(), static_cast<int>(rows), static_cast<int>(cols), 128, 128, opt);
   TensorData w{base + ".weight", DType::e4m3, {rows, cols}, q.codes};
-  TensorData s{base + ".weight_scale_inv", DType::fp32, {q.row_blocks(), q.col_blocks()}, {}};
+  TensorData s{base + "." + scale_suffix, DType::fp32, {q.row_blocks(), q.col_blocks()}, {}};
   s.bytes.resize(4 * q.scale_inv.size());
   std::memcpy(s.bytes.data(), q.scale_inv.data(), s.bytes.size());
   return {std::move(w), std::move(s)};
@@ -193,7 +193,29 @@ nlohmann::json random_checkpoint_config(const RandomCheckpointOptions& o) {
   const bool qwen3_like = o.arch == "qwen3" || o.arch == "qwen3-moe";
   if (o.head_dim > 0 || qwen3_like) c["head_dim"] = head_dim_of(o);
   // As Qwen3-8B-FP8's and DeepSeek-V3's config.json state it (vLLM Fp8Config.from_config reads it).
-  if (o.fp8_block)
+  if (o.fp8_block && o.fp8_format == "compressed-tensors")  // as llm-compressor's FP8_BLOCK scheme writes it
+    c["quantization_config"] = {{"quant_method", "compressed-tensors"},
+                                {"format", "float-quantized"},
+                                {"quantization_status", "compressed"},
+                                {"config_groups",
+                                 {{"group_0",
+                                   {{"targets", {"Linear"}},
+                                    {"weights",
+                                     {{"num_bits", 8},
+                                      {"type", "float"},
+                                      {"strategy", "block"},
+                                      {"block_structure", {128, 128}},
+                                      {"symmetric", true},
+                                      {"dynamic", false}}},
+                                    {"input_activations",
+                                     {{"num_bits", 8},
+                                      {"type", "float"},
+                                      {"strategy", "group"},
+                                      {"group_size", 128},
+                                      {"symmetric", true},
+                                      {"dynamic", true}}}}}}},
+                                {"ignore", {"lm_head"}}};
+  else if (o.fp8_block)
     c["quantization_config"] = {{"quant_method", "fp8"},
                                 {"fmt", "e4m3"},
                                 {"activation_scheme", "dynamic"},
@@ -249,6 +271,9 @@ void write_random_checkpoint(const RandomCheckpointOptions& o) {
   const ArchInfo ai = arch_info(o.arch);
   (void)ai;
   if (o.out.empty()) RLP_THROW_INPUT("write_random_checkpoint: no output directory given");
+  if (o.fp8_format != "fp8" && o.fp8_format != "compressed-tensors")
+    RLP_THROW_INPUT("write_random_checkpoint: fp8 format '{}' (expected fp8 or compressed-tensors)",
+                    o.fp8_format);
   if (o.hidden <= 0 || o.intermediate <= 0 || o.layers <= 0 || o.heads <= 0 || o.kv_heads <= 0 ||
       o.vocab <= 0 || o.max_pos <= 0 || o.head_dim < 0)
     RLP_THROW_INPUT("write_random_checkpoint: sizes must be positive");
@@ -289,6 +314,7 @@ void write_random_checkpoint(const RandomCheckpointOptions& o) {
     std::function<std::vector<TensorData>()> make;
   };
   std::vector<Planned> planned;
+  const std::string scale_suffix = o.fp8_format == "compressed-tensors" ? "weight_scale" : "weight_scale_inv";
   auto gen = [&](const std::string& name, std::vector<int64_t> shape, double mean, double stddev,
                  int layer = -1, bool outlier_input = false,
                  std::function<void(std::vector<float>&)> post = {}) {
@@ -303,11 +329,11 @@ void write_random_checkpoint(const RandomCheckpointOptions& o) {
     if (fp8) {
       p.headers.push_back({name, DType::e4m3, shape});
       p.headers.push_back(
-          {module + ".weight_scale_inv", DType::fp32, {(shape[0] + 127) / 128, (shape[1] + 127) / 128}});
+          {module + "." + scale_suffix, DType::fp32, {(shape[0] + 127) / 128, (shape[1] + 127) / 128}});
     } else {
       p.headers.push_back({name, o.dtype, shape});
     }
-    p.make = [&o, name, shape, mean, stddev, layer, outlier_input, fp8, module, post]() {
+    p.make = [&o, name, shape, mean, stddev, layer, outlier_input, fp8, module, post, scale_suffix]() {
       int64_t n = 1;
       for (int64_t d : shape) n *= d;
       Normal normal(o.seed * 0x9E3779B97F4A7C15ull ^ fnv1a(name));
@@ -324,7 +350,7 @@ void write_random_checkpoint(const RandomCheckpointOptions& o) {
       if (fp8 || post)
         for (auto& x : v)
           x = o.dtype == DType::bf16 ? num::round_bf16(x) : o.dtype == DType::fp16 ? num::round_fp16(x) : x;
-      if (fp8) return make_fp8_block_tensors(module, shape[0], shape[1], v, o.quant);
+      if (fp8) return make_fp8_block_tensors(module, shape[0], shape[1], v, o.quant, scale_suffix);
       if (post) post(v);
       return std::vector<TensorData>{make_tensor(name, o.dtype, shape, v)};
     };

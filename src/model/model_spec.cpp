@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <regex>
 
 #include "rlparity/util/error.hpp"
 
@@ -153,6 +154,70 @@ void parse_rope(const json& c, const std::string& src, ModelSpec& s) {
   rs.original_max_position_embeddings = static_cast<int>(omp);
 }
 
+// quantization_config of a compressed-tensors (llm-compressor) checkpoint: only the block-scaled
+// fp8 scheme vLLM runs through W8A8BlockFp8LinearOp (CompressedTensorsW8A8Fp8 with strategy block;
+// vllm/model_executor/layers/quantization/compressed_tensors/schemes/compressed_tensors_w8a8_fp8.py).
+// Every config group must be it: a per-channel or per-tensor fp8 group runs CUTLASS scaled_mm with
+// per-token activation scales, which rlparity does not emulate, and is refused by name.
+Fp8CheckpointQuant parse_compressed_tensors_config(const json& q, const std::string& src) {
+  const std::string k = "quantization_config";
+  Fp8CheckpointQuant f;
+  f.enabled = true;
+  f.method = "compressed-tensors";
+  f.scale_suffix = "weight_scale";
+  if (!present(q, "config_groups") || !q.at("config_groups").is_object() || q.at("config_groups").empty())
+    RLP_THROW_INPUT(
+        "{}: key '{}.config_groups' is missing or empty: a compressed-tensors checkpoint states its "
+        "quantization schemes there",
+        src, k);
+  for (const auto& [name, g] : q.at("config_groups").items()) {
+    const std::string gk = k + ".config_groups." + name;
+    if (!g.is_object() || !present(g, "weights") || !g.at("weights").is_object())
+      RLP_THROW_INPUT("{}: key '{}.weights' is missing: only weight-quantized groups are supported", src, gk);
+    const json& w = g.at("weights");
+    auto field = [&](const json& o, const char* key) {
+      return present(o, key) ? o.at(key).dump() : std::string("null");
+    };
+    const bool fp8_block = field(w, "num_bits") == "8" && field(w, "type") == "\"float\"" &&
+                           field(w, "strategy") == "\"block\"" &&
+                           field(w, "block_structure") == "[128,128]" && field(w, "dynamic") != "true";
+    if (!fp8_block)
+      RLP_THROW_INPUT(
+          "{}: key '{}.weights' is {}: only fp8 block quantization (num_bits 8, type float, strategy block, "
+          "block_structure [128, 128]) is supported; per-channel and per-tensor fp8 run vLLM's CUTLASS "
+          "scaled_mm, which rlparity does not emulate",
+          src, gk, w.dump());
+    const bool dynamic_acts = present(g, "input_activations") && g.at("input_activations").is_object() &&
+                              field(g.at("input_activations"), "dynamic") == "true";
+    if (!dynamic_acts)
+      RLP_THROW_INPUT(
+          "{}: key '{}.input_activations' is {}: only dynamic activation quantization is supported (as "
+          "vLLM's "
+          "block fp8 runs it)",
+          src, gk,
+          present(g, "input_activations") ? g.at("input_activations").dump() : std::string("missing"));
+  }
+  if (present(q, "ignore")) {
+    const json& l = q.at("ignore");
+    if (!l.is_array())
+      RLP_THROW_INPUT("{}: key '{}.ignore': expected a list of names, got {}", src, k, l.dump());
+    for (std::size_t i = 0; i < l.size(); ++i) {
+      if (!l[i].is_string())
+        RLP_THROW_INPUT("{}: key '{}.ignore[{}]': expected a string, got {}", src, k, i, l[i].dump());
+      const std::string e = l[i].get<std::string>();
+      if (e.rfind("re:", 0) == 0) {
+        try {
+          (void)std::regex(e.substr(3));
+        } catch (const std::regex_error&) {
+          RLP_THROW_INPUT("{}: key '{}.ignore[{}]' is '{}': not a valid regular expression", src, k, i, e);
+        }
+      }
+      f.not_converted.push_back(e);
+    }
+  }
+  return f;
+}
+
 // quantization_config of a block-scaled FP8 checkpoint. What vLLM's Fp8Config accepts for
 // block-wise checkpoints (vllm/model_executor/layers/quantization/fp8.py, Fp8Config.__init__ and
 // from_config): quant_method "fp8", activation_scheme "dynamic", a 2-element weight_block_size,
@@ -167,10 +232,12 @@ Fp8CheckpointQuant parse_quantization_config(const json& q, const std::string& s
     return q.at(f).get<std::string>();
   };
   const std::string method = str("quant_method");
+  if (method == "compressed-tensors") return parse_compressed_tensors_config(q, src);
   if (method != "fp8")
     RLP_THROW_INPUT(
         "{}: key '{}.quant_method' is '{}': only block-scaled fp8 checkpoints (quant_method \"fp8\" with "
-        "weight_block_size [128, 128]) are supported",
+        "weight_block_size [128, 128], or \"compressed-tensors\" with block_structure [128, 128]) are "
+        "supported",
         src, k, method.empty() ? "(missing)" : method);
   Fp8CheckpointQuant f;
   f.enabled = true;
@@ -302,9 +369,22 @@ bool Fp8CheckpointQuant::is_not_converted(const std::string& module) const {
       starred.push_back(module[i++]);
     }
   }
-  for (const auto& e : not_converted)
+  for (const auto& e : not_converted) {
+    if (method == "compressed-tensors") {
+      if (e == module) return true;
+      if (e.rfind("re:", 0) == 0) {
+        try {
+          if (std::regex_search(module, std::regex(e.substr(3)), std::regex_constants::match_continuous))
+            return true;
+        } catch (const std::regex_error&) {
+          RLP_THROW_INPUT("quantization_config.ignore entry '{}': not a valid regular expression", e);
+        }
+      }
+      continue;
+    }
     if (!e.empty() && (module.find(e) != std::string::npos || starred.find(e) != std::string::npos))
       return true;
+  }
   return false;
 }
 
@@ -467,7 +547,7 @@ nlohmann::json ModelSpec::to_json() const {
             {"bos_token", bos_token}, {"eos_token", eos_token},   {"stop_tokens", stop_tokens}};
   // Recorded only for fp8 checkpoints: other run files keep their model_spec as it was.
   if (fp8.enabled)
-    j["quantization"] = {{"method", "fp8"},
+    j["quantization"] = {{"method", fp8.method},
                          {"weight_block_size", {fp8.block_rows, fp8.block_cols}},
                          {"not_converted", fp8.not_converted}};
   if (num_experts > 0)  // dense models' spec reads as before

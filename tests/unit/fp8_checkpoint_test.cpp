@@ -4,6 +4,7 @@
 // name, inspect's stored-vs-requantized comparison, and a replay from the CLI.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -365,6 +366,96 @@ print("ok")
 )");
   const auto py = rlp_test::run_command("/usr/bin/python3 " + script + " " + out);
   EXPECT_EQ(py.code, 0) << py.output;
+}
+
+// llm-compressor's block fp8 (quant_method compressed-tensors, `weight_scale`): vLLM runs it through
+// the same W8A8BlockFp8LinearOp as the fp8 layout, so the same codes and scales replay to the same
+// bits. Written from the same master, the two checkpoints store identical bytes under two names.
+TEST_F(Fp8Checkpoint, CompressedTensorsBlockFp8ReplaysAsTheFp8Layout) {
+  const std::string fp8 = make();
+  rlp::RandomCheckpointOptions o = options();
+  o.fp8_format = "compressed-tensors";
+  o.out = (dir_ / "ct").string();
+  rlp::write_random_checkpoint(o);
+  const Checkpoint a = Checkpoint::open(fp8), b = Checkpoint::open(o.out);
+  EXPECT_EQ(b.spec().fp8.method, "compressed-tensors");
+  int quantized = 0;
+  for (const auto& [name, t] : a.tensors()) {
+    if (t.dtype != DType::e4m3) continue;
+    ++quantized;
+    const rlp::TensorView& u = b.tensor(name);
+    ASSERT_EQ(u.dtype, DType::e4m3) << name;
+    ASSERT_EQ(0, std::memcmp(t.data, u.data, t.nbytes)) << name;
+    const std::string base = name.substr(0, name.size() - 7);
+    ASSERT_TRUE(b.has(base + ".weight_scale")) << name;
+    EXPECT_FALSE(b.has(base + ".weight_scale_inv"));
+    ASSERT_EQ(u.scale_inv, &b.tensor(base + ".weight_scale"));
+    EXPECT_EQ(0, std::memcmp(t.scale_inv->data, u.scale_inv->data, t.scale_inv->nbytes)) << name;
+  }
+  EXPECT_EQ(quantized, 14);
+  // The replays agree bit for bit on every dataset (the model_spec records the method).
+  const std::string in =
+      write("in.jsonl", "{\"id\": 1, \"prompt\": [1, 5, 9, 12], \"response\": [3, 7, 11]}\n");
+  for (const std::string& c : {fp8, o.out}) {
+    fs::create_directories(dir_ / fs::path(c).filename().string().append("_run"));
+    const auto r = rlp_test::run_command(std::string(RLPARITY_CLI_PATH) + " replay -q --checkpoint " + c +
+                                         " --inputs " + in + " --out " + c + "_run/x.h5");
+    ASSERT_EQ(r.code, 0) << r.output;
+  }
+  if (std::system("/usr/bin/python3 -c 'import h5py' 2>/dev/null") != 0) GTEST_SKIP() << "no h5py";
+  const auto same = rlp_test::run_command("/usr/bin/python3 " + std::string(RLPARITY_SOURCE_DIR) +
+                                          "/tools/same-bits.py " + fp8 + "_run " + o.out + "_run x.h5");
+  EXPECT_NE(same.output.find("/@model_spec differs"), std::string::npos) << same.output;
+  EXPECT_NE(same.output.find("1 differences"), std::string::npos) << same.output;
+}
+
+TEST_F(Fp8Checkpoint, CompressedTensorsConfigsOutsideBlockFp8AreRefusedByName) {
+  rlp::RandomCheckpointOptions o = options();
+  o.fp8_format = "compressed-tensors";
+  rlp::write_random_checkpoint(o);
+  const std::string ckpt = o.out;
+  auto group = [](json& c) -> json& { return c["quantization_config"]["config_groups"]["group_0"]; };
+  edit_config(ckpt, [&](json& c) { group(c)["weights"]["strategy"] = "channel"; });
+  expect_refused(ckpt, {"config_groups.group_0.weights", "per-channel and per-tensor fp8", "scaled_mm"});
+  edit_config(ckpt, [&](json& c) {
+    group(c)["weights"]["strategy"] = "block";
+    group(c)["weights"]["block_structure"] = {64, 64};
+  });
+  expect_refused(ckpt, {"config_groups.group_0.weights", "block_structure [128, 128]"});
+  edit_config(ckpt, [&](json& c) {
+    group(c)["weights"]["block_structure"] = {128, 128};
+    group(c)["input_activations"]["dynamic"] = false;
+  });
+  expect_refused(ckpt, {"config_groups.group_0.input_activations", "only dynamic"});
+  edit_config(ckpt, [&](json& c) {
+    group(c)["input_activations"]["dynamic"] = true;
+    c["quantization_config"]["ignore"] = {"lm_head", "re:model\\.layers\\.1\\..*q_proj$"};
+  });
+  expect_refused(ckpt, {"model.layers.1.self_attn.q_proj.weight", "not converted"});
+  edit_config(ckpt, [&](json& c) { c["quantization_config"]["ignore"] = {"re:(["}; });
+  expect_refused(ckpt, {"quantization_config.ignore[0]", "not a valid regular expression"});
+  edit_config(ckpt, [&](json& c) { c["quantization_config"]["ignore"] = {"model.layers.0.mlp.up_proj"}; });
+  expect_refused(ckpt, {"model.layers.0.mlp.up_proj.weight", "not converted"});
+  edit_config(ckpt, [&](json& c) {
+    c["quantization_config"]["ignore"] = {"lm_head"};
+    c["quantization_config"].erase("config_groups");
+  });
+  expect_refused(ckpt, {"quantization_config.config_groups"});
+  edit_config(ckpt, [&](json& c) {
+    c["quantization_config"]["config_groups"] = {
+        {"g",
+         {{"weights",
+           {{"num_bits", 8}, {"type", "float"}, {"strategy", "block"}, {"block_structure", {128, 128}}}},
+          {"input_activations", {{"dynamic", true}}}}}};
+  });
+  EXPECT_NO_THROW((void)Checkpoint::open(ckpt));
+  // The scales are looked up under compressed-tensors' name.
+  rewrite(ckpt, [&](std::vector<TensorData>& ts) {
+    ts.erase(std::remove_if(ts.begin(), ts.end(),
+                            [&](const TensorData& t) { return t.name == kQ + ".weight_scale"; }),
+             ts.end());
+  });
+  expect_refused(ckpt, {kQ + ".weight_scale", "missing"});
 }
 
 }  // namespace

@@ -27,9 +27,10 @@ TensorData make_tensor(const std::string& name, DType dtype, std::vector<int64_t
 // The block-scaled fp8 form of a [rows x cols] master (ModelSpec::fp8's layout): `<base>.weight`
 // F8_E4M3 codes and `<base>.weight_scale_inv` float32 [ceil(rows/128), ceil(cols/128)], quantized
 // by num::quantize_blocks in the convention of `opt`.
+// The scales are named `<base>.<scale_suffix>` ("weight_scale" in compressed-tensors checkpoints).
 std::vector<TensorData> make_fp8_block_tensors(const std::string& base, int64_t rows, int64_t cols,
-                                               const std::vector<float>& master,
-                                               const num::ScaleOptions& opt);
+                                               const std::vector<float>& master, const num::ScaleOptions& opt,
+                                               const std::string& scale_suffix = "weight_scale_inv");
 
 // What a safetensors header says of one tensor.
 struct TensorHeader {
@@ -78,6 +79,9 @@ struct RandomCheckpointOptions {
   // `dtype`, with config.json's quantization_config; quant sets their convention.
   bool fp8_block = false;
   num::ScaleOptions quant = {num::ScaleConvention::nemo_refit, false, -1.0f, num::Fp8Kind::e4m3};
+  // With fp8_block: "fp8" (quant_method fp8, `weight_scale_inv`, as DeepSeek-V3 and Qwen3 -FP8) or
+  // "compressed-tensors" (llm-compressor's block fp8 scheme, `weight_scale`, ignore ["lm_head"]).
+  std::string fp8_format = "fp8";
   bool tied = false;
   int shards = 1;  // > 1: model-0000k-of-0000N.safetensors + model.safetensors.index.json
   uint64_t seed = 0;

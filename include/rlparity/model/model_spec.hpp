@@ -23,14 +23,25 @@ struct RopeScaling {
 // each quantized linear stores F8_E4M3 codes `*.weight` and float32 `*.weight_scale_inv`, one per
 // block of block_rows x block_cols (dequantized value = code x scale_inv); everything else is
 // stored unquantized. Only 128 x 128 blocks, e4m3 and dynamic activations are accepted.
+//
+// The same layout written by llm-compressor (quant_method "compressed-tensors", every config group's
+// weights {num_bits 8, type float, strategy block, block_structure [128, 128]}, dynamic activations)
+// names the scales `*.weight_scale` (the same dequantization multiplier) and lists unquantized
+// modules in `ignore`; vLLM runs both through the same W8A8BlockFp8LinearOp
+// (compressed_tensors_w8a8_fp8.py), so they replay alike.
 struct Fp8CheckpointQuant {
   bool enabled = false;
+  std::string method = "fp8";                     // "fp8" | "compressed-tensors"
+  std::string scale_suffix = "weight_scale_inv";  // "weight_scale" for compressed-tensors
   int block_rows = 128, block_cols = 128;
-  // modules_to_not_convert (transformers) and ignored_layers (vLLM): linears stored unquantized.
+  // modules_to_not_convert (transformers) and ignored_layers (vLLM), or compressed-tensors' ignore:
+  // linears stored unquantized.
   std::vector<std::string> not_converted;
-  // Is the linear `module` (e.g. "model.layers.3.mlp.down_proj") listed as not converted? An entry
-  // matches when it is a substring of the name or of the name with every digit run replaced by
-  // '*' (transformers' _replace_with_fp8_linear rule, which covers vLLM's exact-prefix match).
+  // Is the linear `module` (e.g. "model.layers.3.mlp.down_proj") listed as not converted? For "fp8",
+  // an entry matches when it is a substring of the name or of the name with every digit run replaced
+  // by '*' (transformers' _replace_with_fp8_linear rule, which covers vLLM's exact-prefix match); for
+  // compressed-tensors when it equals the name or is "re:<regex>" matching from its start (vLLM's
+  // compressed_tensors/utils.py _is_equal_or_regex_match).
   bool is_not_converted(const std::string& module) const;
 };
 
