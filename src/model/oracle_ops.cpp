@@ -8,6 +8,7 @@
 #include "rlparity/model/rope.hpp"
 #include "rlparity/numerics/gemm.hpp"
 #include "rlparity/util/error.hpp"
+#include "rlparity/util/parallel.hpp"
 
 namespace rlp {
 
@@ -111,31 +112,49 @@ void OracleOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v, i
   V.middleRows(pos0, n) = v;
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
   out.resize(n, spec_.heads * hd);
-  std::vector<double> s;
-  for (int r = 0; r < n; ++r) {
-    const int last = pos0 + r;
-    s.resize(static_cast<std::size_t>(last + 1));
-    for (int h = 0; h < spec_.heads; ++h) {
-      const int g = h / group;
-      double m = -std::numeric_limits<double>::infinity();
-      for (int j = 0; j <= last; ++j) {
-        double dot = 0.0;
-        for (int d = 0; d < hd; ++d) dot += q(r, h * hd + d) * K(j, g * hd + d);
-        s[static_cast<std::size_t>(j)] = dot * scale;
-        m = std::max(m, s[static_cast<std::size_t>(j)]);
-      }
-      double l = 0.0;
-      for (int j = 0; j <= last; ++j) {
-        s[static_cast<std::size_t>(j)] = std::exp(s[static_cast<std::size_t>(j)] - m);
-        l += s[static_cast<std::size_t>(j)];
-      }
-      for (int d = 0; d < hd; ++d) {
-        double acc = 0.0;
-        for (int j = 0; j <= last; ++j) acc += s[static_cast<std::size_t>(j)] * V(j, g * hd + d);
-        out(r, h * hd + d) = acc / l;
-      }
-    }
-  }
+  // Each (row, head) computes, in this order: dot_j = sum over d in increasing order of q_d K_jd
+  // (from +0, product and sum each rounded), s_j = dot_j * scale, m = max s_j, e_j = exp(s_j - m),
+  // l = sum over j in increasing order of e_j, out_d = (sum over j in increasing order of e_j V_jd) / l.
+  // Only the loop nesting differs from the textbook loops: the key dimension of the scores and the
+  // head dimension of the output run as vector lanes, each lane's chain in the order above, and the
+  // (row, head) pairs run on worker threads, each writing only its own outputs.
+  const int len = pos0 + n;
+  const auto L = static_cast<std::size_t>(len);
+  std::vector<double> kt(static_cast<std::size_t>(spec_.kv_heads) * static_cast<std::size_t>(hd) * L);
+  for (int j = 0; j < len; ++j)
+    for (int c = 0; c < spec_.kv_heads * hd; ++c)
+      kt[static_cast<std::size_t>(c) * L + static_cast<std::size_t>(j)] = K(j, c);
+  parallel_for(static_cast<std::size_t>(n) * static_cast<std::size_t>(spec_.heads), 1,
+               [&](std::size_t b, std::size_t e) {
+                 std::vector<double> sc(L), acc(static_cast<std::size_t>(hd));
+                 for (std::size_t idx = b; idx < e; ++idx) {
+                   const int r = static_cast<int>(idx / static_cast<std::size_t>(spec_.heads));
+                   const int h = static_cast<int>(idx % static_cast<std::size_t>(spec_.heads)), g = h / group;
+                   const auto cnt = static_cast<std::size_t>(pos0 + r + 1);
+                   std::fill(sc.begin(), sc.begin() + static_cast<std::ptrdiff_t>(cnt), 0.0);
+                   for (int d = 0; d < hd; ++d) {
+                     const double qd = q(r, h * hd + d);
+                     const double* kd = kt.data() + static_cast<std::size_t>(g * hd + d) * L;
+                     for (std::size_t j = 0; j < cnt; ++j) sc[j] += qd * kd[j];
+                   }
+                   double m = -std::numeric_limits<double>::infinity();
+                   for (std::size_t j = 0; j < cnt; ++j) {
+                     sc[j] = sc[j] * scale;
+                     m = std::max(m, sc[j]);
+                   }
+                   double l = 0.0;
+                   for (std::size_t j = 0; j < cnt; ++j) {
+                     sc[j] = std::exp(sc[j] - m);
+                     l += sc[j];
+                   }
+                   std::fill(acc.begin(), acc.end(), 0.0);
+                   for (std::size_t j = 0; j < cnt; ++j) {
+                     const double* vj = V.row(static_cast<Eigen::Index>(j)).data() + g * hd;
+                     for (int d = 0; d < hd; ++d) acc[static_cast<std::size_t>(d)] += sc[j] * vj[d];
+                   }
+                   for (int d = 0; d < hd; ++d) out(r, h * hd + d) = acc[static_cast<std::size_t>(d)] / l;
+                 }
+               });
 }
 
 void OracleOps::silu_mul(const Mat& gate, const Mat& up, Mat& out) const {
