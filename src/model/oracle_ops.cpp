@@ -104,57 +104,80 @@ void OracleOps::rope(Mat& q, Mat& k, const int* positions) const {
 
 void OracleOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v, int pos0, Cache& cache,
                           Mat& out) const {
-  const int n = static_cast<int>(q.rows()), hd = spec_.head_dim, group = spec_.heads / spec_.kv_heads;
+  const int n = static_cast<int>(q.rows()), hd = spec_.head_dim;
   Mat& K = cache.k[static_cast<std::size_t>(layer)];
   Mat& V = cache.v[static_cast<std::size_t>(layer)];
   if (pos0 + n > K.rows()) RLP_THROW("KV cache capacity {} exceeded at position {}", K.rows(), pos0 + n);
   K.middleRows(pos0, n) = k;
   V.middleRows(pos0, n) = v;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
   out.resize(n, spec_.heads * hd);
   // Each (row, head) computes, in this order: dot_j = sum over d in increasing order of q_d K_jd
   // (from +0, product and sum each rounded), s_j = dot_j * scale, m = max s_j, e_j = exp(s_j - m),
   // l = sum over j in increasing order of e_j, out_d = (sum over j in increasing order of e_j V_jd) / l.
-  // Only the loop nesting differs from the textbook loops: the key dimension of the scores and the
-  // head dimension of the output run as vector lanes, each lane's chain in the order above, and the
+  // Only the loop nesting differs from the textbook loops: kTile keys' dot products (and kTile
+  // outputs' sums) run as register-held vector lanes, each lane's chain in the order above, and the
   // (row, head) pairs run on worker threads, each writing only its own outputs.
-  const int len = pos0 + n;
-  const auto L = static_cast<std::size_t>(len);
-  std::vector<double> kt(static_cast<std::size_t>(spec_.kv_heads) * static_cast<std::size_t>(hd) * L);
-  for (int j = 0; j < len; ++j)
+  const auto L = static_cast<std::size_t>(pos0 + n);
+  std::vector<double> kt(static_cast<std::size_t>(spec_.kv_heads * hd) * L);  // keys transposed
+  for (std::size_t j = 0; j < L; ++j)
     for (int c = 0; c < spec_.kv_heads * hd; ++c)
-      kt[static_cast<std::size_t>(c) * L + static_cast<std::size_t>(j)] = K(j, c);
+      kt[static_cast<std::size_t>(c) * L + j] = K(static_cast<Eigen::Index>(j), c);
   parallel_for(static_cast<std::size_t>(n) * static_cast<std::size_t>(spec_.heads), 1,
-               [&](std::size_t b, std::size_t e) {
-                 std::vector<double> sc(L), acc(static_cast<std::size_t>(hd));
-                 for (std::size_t idx = b; idx < e; ++idx) {
-                   const int r = static_cast<int>(idx / static_cast<std::size_t>(spec_.heads));
-                   const int h = static_cast<int>(idx % static_cast<std::size_t>(spec_.heads)), g = h / group;
-                   const auto cnt = static_cast<std::size_t>(pos0 + r + 1);
-                   std::fill(sc.begin(), sc.begin() + static_cast<std::ptrdiff_t>(cnt), 0.0);
-                   for (int d = 0; d < hd; ++d) {
-                     const double qd = q(r, h * hd + d);
-                     const double* kd = kt.data() + static_cast<std::size_t>(g * hd + d) * L;
-                     for (std::size_t j = 0; j < cnt; ++j) sc[j] += qd * kd[j];
-                   }
-                   double m = -std::numeric_limits<double>::infinity();
-                   for (std::size_t j = 0; j < cnt; ++j) {
-                     sc[j] = sc[j] * scale;
-                     m = std::max(m, sc[j]);
-                   }
-                   double l = 0.0;
-                   for (std::size_t j = 0; j < cnt; ++j) {
-                     sc[j] = std::exp(sc[j] - m);
-                     l += sc[j];
-                   }
-                   std::fill(acc.begin(), acc.end(), 0.0);
-                   for (std::size_t j = 0; j < cnt; ++j) {
-                     const double* vj = V.row(static_cast<Eigen::Index>(j)).data() + g * hd;
-                     for (int d = 0; d < hd; ++d) acc[static_cast<std::size_t>(d)] += sc[j] * vj[d];
-                   }
-                   for (int d = 0; d < hd; ++d) out(r, h * hd + d) = acc[static_cast<std::size_t>(d)] / l;
-                 }
-               });
+               [&](std::size_t b, std::size_t e) { attention_pairs(q, V, kt, pos0, b, e, out); });
+}
+
+void OracleOps::attention_pairs(const Mat& q, const Mat& V, const std::vector<double>& kt, int pos0,
+                                std::size_t b, std::size_t e, Mat& out) const {
+  constexpr std::size_t kTile = 32;
+  const int n = static_cast<int>(q.rows()), hd = spec_.head_dim, group = spec_.heads / spec_.kv_heads;
+  const auto L = static_cast<std::size_t>(pos0 + n);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  std::vector<double> sc(L);
+  for (std::size_t idx = b; idx < e; ++idx) {
+    // Rows paired short with long, so that contiguous ranges of pairs carry equal work.
+    const int slot = static_cast<int>(idx / static_cast<std::size_t>(spec_.heads));
+    const int r = slot % 2 == 0 ? slot / 2 : n - 1 - slot / 2;
+    const int h = static_cast<int>(idx % static_cast<std::size_t>(spec_.heads)), g = h / group;
+    const auto cnt = static_cast<std::size_t>(pos0 + r + 1);
+    const double* qr = q.row(r).data() + h * hd;
+    const double* kg = kt.data() + static_cast<std::size_t>(g * hd) * L;
+    std::size_t j0 = 0;
+    for (; j0 + kTile <= cnt; j0 += kTile) {
+      double a[kTile] = {};
+      for (int d = 0; d < hd; ++d) {
+        const double* kd = kg + static_cast<std::size_t>(d) * L + j0;
+        for (std::size_t t = 0; t < kTile; ++t) a[t] += qr[d] * kd[t];
+      }
+      std::copy(a, a + kTile, sc.begin() + static_cast<std::ptrdiff_t>(j0));
+    }
+    for (std::size_t j = j0; j < cnt; ++j) {
+      double a = 0.0;
+      for (int d = 0; d < hd; ++d) a += qr[d] * kg[static_cast<std::size_t>(d) * L + j];
+      sc[j] = a;
+    }
+    double m = -std::numeric_limits<double>::infinity();
+    for (std::size_t j = 0; j < cnt; ++j) {
+      sc[j] = sc[j] * scale;
+      m = std::max(m, sc[j]);
+    }
+    double l = 0.0;
+    for (std::size_t j = 0; j < cnt; ++j) {
+      sc[j] = std::exp(sc[j] - m);
+      l += sc[j];
+    }
+    for (int d0 = 0; d0 < hd; d0 += static_cast<int>(kTile)) {
+      const auto w = std::min<std::size_t>(kTile, static_cast<std::size_t>(hd - d0));
+      double a[kTile] = {};
+      for (std::size_t j = 0; j < cnt; ++j) {
+        const double* vj = V.row(static_cast<Eigen::Index>(j)).data() + g * hd + d0;
+        if (w == kTile)
+          for (std::size_t t = 0; t < kTile; ++t) a[t] += sc[j] * vj[t];
+        else
+          for (std::size_t t = 0; t < w; ++t) a[t] += sc[j] * vj[t];
+      }
+      for (std::size_t t = 0; t < w; ++t) out(r, h * hd + d0 + static_cast<int>(t)) = a[t] / l;
+    }
+  }
 }
 
 void OracleOps::silu_mul(const Mat& gate, const Mat& up, Mat& out) const {

@@ -26,6 +26,9 @@ class OracleOps {
 
  private:
   void affine(const Mat& x, const OracleLinear& lin, Mat& y) const;
+  // attention()'s (row, head) pairs [b, e) over the layer's keys (transposed, kt) and values.
+  void attention_pairs(const Mat& q, const Mat& V, const std::vector<double>& kt, int pos0, std::size_t b,
+                       std::size_t e, Mat& out) const;
   const ModelSpec& spec_;
   const OracleWeights& w_;
   std::vector<double> inv_freq_;
