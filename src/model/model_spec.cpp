@@ -154,6 +154,14 @@ void parse_rope(const json& c, const std::string& src, ModelSpec& s) {
   rs.original_max_position_embeddings = static_cast<int>(omp);
 }
 
+// compressed-tensors' "re:" ignore patterns, as libstdc++'s polynomial-time (breadth-first) matcher
+// runs them: a hostile config.json can neither recurse the compiler deep (length bound) nor make the
+// match backtrack exponentially; back-references, which it cannot run, are refused.
+constexpr std::size_t kMaxIgnorePattern = 256;
+std::regex ignore_regex(const std::string& pattern) {
+  return std::regex(pattern, std::regex::ECMAScript | std::regex_constants::__polynomial);
+}
+
 // quantization_config of a compressed-tensors (llm-compressor) checkpoint: only the block-scaled
 // fp8 scheme vLLM runs through W8A8BlockFp8LinearOp (CompressedTensorsW8A8Fp8 with strategy block;
 // vllm/model_executor/layers/quantization/compressed_tensors/schemes/compressed_tensors_w8a8_fp8.py).
@@ -207,9 +215,14 @@ Fp8CheckpointQuant parse_compressed_tensors_config(const json& q, const std::str
       const std::string e = l[i].get<std::string>();
       if (e.rfind("re:", 0) == 0) {
         try {
-          (void)std::regex(e.substr(3));
+          if (e.size() > kMaxIgnorePattern) throw std::regex_error(std::regex_constants::error_complexity);
+          (void)ignore_regex(e.substr(3));
         } catch (const std::regex_error&) {
-          RLP_THROW_INPUT("{}: key '{}.ignore[{}]' is '{}': not a valid regular expression", src, k, i, e);
+          RLP_THROW_INPUT(
+              "{}: key '{}.ignore[{}]' is '{}': not a valid regular expression of at most {} characters "
+              "without "
+              "back-references",
+              src, k, i, e, kMaxIgnorePattern);
         }
       }
       f.not_converted.push_back(e);
@@ -374,7 +387,7 @@ bool Fp8CheckpointQuant::is_not_converted(const std::string& module) const {
       if (e == module) return true;
       if (e.rfind("re:", 0) == 0) {
         try {
-          if (std::regex_search(module, std::regex(e.substr(3)), std::regex_constants::match_continuous))
+          if (std::regex_search(module, ignore_regex(e.substr(3)), std::regex_constants::match_continuous))
             return true;
         } catch (const std::regex_error&) {
           RLP_THROW_INPUT("quantization_config.ignore entry '{}': not a valid regular expression", e);

@@ -434,6 +434,14 @@ TEST_F(Fp8Checkpoint, CompressedTensorsConfigsOutsideBlockFp8AreRefusedByName) {
   expect_refused(ckpt, {"model.layers.1.self_attn.q_proj.weight", "not converted"});
   edit_config(ckpt, [&](json& c) { c["quantization_config"]["ignore"] = {"re:(["}; });
   expect_refused(ckpt, {"quantization_config.ignore[0]", "not a valid regular expression"});
+  edit_config(ckpt, [&](json& c) { c["quantization_config"]["ignore"] = {"re:(a)\\1"}; });
+  expect_refused(ckpt, {"quantization_config.ignore[0]", "without back-references"});
+  edit_config(ckpt, [&](json& c) { c["quantization_config"]["ignore"] = {"re:" + std::string(300, 'a')}; });
+  expect_refused(ckpt, {"quantization_config.ignore[0]", "at most 256 characters"});
+  // A pattern a backtracking matcher takes exponential time on runs in polynomial time.
+  edit_config(ckpt,
+              [&](json& c) { c["quantization_config"]["ignore"] = {"re:(.*)*(.*)*(.*)*(.*)*(.*)*X$"}; });
+  EXPECT_NO_THROW((void)Checkpoint::open(ckpt));
   edit_config(ckpt, [&](json& c) { c["quantization_config"]["ignore"] = {"model.layers.0.mlp.up_proj"}; });
   expect_refused(ckpt, {"model.layers.0.mlp.up_proj.weight", "not converted"});
   edit_config(ckpt, [&](json& c) {
