@@ -17,7 +17,7 @@ namespace rlp::num {
 namespace {
 using DL = simd::DoubleLanes;
 constexpr int kDLanes = DL::W;
-constexpr int kF64Rows = 4;
+constexpr int kF64Rows = 8;
 constexpr int kF64Vecs = 2;
 constexpr int kF64Cols = kF64Vecs * kDLanes;
 }  // namespace
