@@ -34,8 +34,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--quantize", quantize,
                  "fp8-block: decoder linears as F8_E4M3 codes + float32 weight_scale_inv per 128x128 block "
-                 "(the DeepSeek-V3 / Qwen3-FP8 layout), quantized from the --dtype master")
-      ->check(CLI::IsMember({"none", "fp8-block"}))
+                 "(the DeepSeek-V3 / Qwen3-FP8 layout), quantized from the --dtype master; fp8-channel: "
+                 "compressed-tensors per-channel fp8 (llm-compressor's FP8_DYNAMIC: weight_scale [out, 1] in "
+                 "the --dtype, per-token activations)")
+      ->check(CLI::IsMember({"none", "fp8-block", "fp8-channel"}))
       ->capture_default_str();
   app.add_option("--quant-convention", quant_convention,
                  "scale convention of --quantize (nemo-refit: scale 448/amax, clamp, cast, as transformers' "
@@ -77,7 +79,9 @@ int main(int argc, char** argv) {
   o.dtype = dtype == "bf16" || dtype == "fp8" ? rlp::DType::bf16
             : dtype == "f16"                  ? rlp::DType::fp16
                                               : rlp::DType::fp32;
-  o.fp8_block = dtype == "fp8" || quantize == "fp8-block";
+  o.fp8_block = dtype == "fp8" || quantize == "fp8-block" || quantize == "fp8-channel";
+  o.fp8_channel = quantize == "fp8-channel";
+  if (o.fp8_channel) o.fp8_format = "compressed-tensors";
   rlp::PathStyle knobs;  // the knob table spells the conventions
   rlp::set_knob(knobs, "weight-quant", quant_convention);
   o.quant.convention = knobs.weight_quant;

@@ -89,8 +89,7 @@ void TensorView::release_resident_pages() const {
 
 float TensorView::block_scale_inv(int64_t r, int64_t c) const {
   const int64_t scale_cols = scale_inv->shape[1];
-  return num::bits_f32(
-      load32(scale_inv->data + 4 * static_cast<std::size_t>((r / block_rows) * scale_cols + c / block_cols)));
+  return scale_inv->at((r / block_rows) * scale_cols + c / block_cols);  // f32, or bf16/f16 widened exactly
 }
 
 namespace {
@@ -392,17 +391,20 @@ void validate_fp8_tensors(const ModelSpec& spec, std::map<std::string, TensorVie
       RLP_THROW_INPUT("{}: tensor '{}' is F8_E4M3 but its block scales '{}' are missing", v.file, name,
                       sname);
     const TensorView& sc = it->second;
-    if (sc.dtype != DType::fp32)
-      RLP_THROW_INPUT("{}: tensor '{}' is {}; block scales must be F32", sc.file, sname,
+    // F32 as vLLM's scale parameters hold them; compressed-tensors stores scales in the model's
+    // dtype (initialize_qparams: scale_dtype = the observed weight's), which vLLM widens exactly.
+    if (sc.dtype != DType::fp32 && sc.dtype != DType::bf16 && sc.dtype != DType::fp16)
+      RLP_THROW_INPUT("{}: tensor '{}' is {}; weight scales must be F32, BF16 or F16", sc.file, sname,
                       dtype_name(sc.dtype));
-    const int64_t br = spec.fp8.block_rows, bc = spec.fp8.block_cols;
+    // Per-channel: one block per row, [out, 1] scales.
+    const int64_t br = spec.fp8.block_rows, bc = spec.fp8.per_channel ? v.shape[1] : spec.fp8.block_cols;
     const std::vector<int64_t> want = {ceil_div(v.shape[0], br), ceil_div(v.shape[1], bc)};
     if (sc.shape != want)
       RLP_THROW_INPUT(
           "{}: tensor '{}' has shape {} but '{}' {} in {}x{} blocks needs {} ([ceil(out/{}), ceil(in/{})])",
           sc.file, sname, shape_str(sc.shape), name, shape_str(v.shape), br, bc, shape_str(want), br, bc);
     for (int64_t b = 0; b < want[0] * want[1]; ++b) {
-      const float s = num::bits_f32(load32(sc.data + 4 * static_cast<std::size_t>(b)));
+      const float s = sc.at(b);
       if (!(s > 0.0f) || !std::isfinite(s))
         RLP_THROW_INPUT(
             "{}: tensor '{}' has scale_inv {} at block [{}, {}]; block scales must be finite and positive",

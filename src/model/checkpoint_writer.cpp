@@ -55,6 +55,33 @@ std::vector<TensorData> make_fp8_block_tensors(const std::string& base, int64_t 
   return {std::move(w), std::move(s)};
 }
 
+std::vector<TensorData> make_fp8_channel_tensors(const std::string& base, int64_t rows, int64_t cols,
+                                                 const std::vector<float>& master, DType scale_dtype) {
+  RLP_CHECK(static_cast<std::size_t>(rows * cols) == master.size(),
+            "make_fp8_channel_tensors({}): {} values for {}x{}", base, master.size(), rows, cols);
+  auto in_dtype = [scale_dtype](float x) {
+    return scale_dtype == DType::bf16   ? num::round_bf16(x)
+           : scale_dtype == DType::fp16 ? num::round_fp16(x)
+                                        : x;
+  };
+  std::vector<float> scales(static_cast<std::size_t>(rows));
+  std::vector<float> codes_as_values(master.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* w = master.data() + r * cols;
+    float amax = 0.0f;
+    for (int64_t c = 0; c < cols; ++c) amax = std::max(amax, std::fabs(w[c]));
+    float s = in_dtype(amax / num::kE4M3Max);
+    if (!(s > 0.0f)) s = 1.0f;
+    scales[static_cast<std::size_t>(r)] = s;
+    for (int64_t c = 0; c < cols; ++c) {
+      const float q = std::clamp(in_dtype(w[c] / s), -num::kE4M3Max, num::kE4M3Max);
+      codes_as_values[static_cast<std::size_t>(r * cols + c)] = q;  // make_tensor casts with RNE
+    }
+  }
+  return {make_tensor(base + ".weight", DType::e4m3, {rows, cols}, codes_as_values),
+          make_tensor(base + ".weight_scale", scale_dtype, {rows, 1}, scales)};
+}
+
 uint64_t TensorHeader::nbytes() const {
   uint64_t n = dtype_size(dtype);
   for (int64_t d : shape) n *= static_cast<uint64_t>(d);
@@ -193,7 +220,30 @@ nlohmann::json random_checkpoint_config(const RandomCheckpointOptions& o) {
   const bool qwen3_like = o.arch == "qwen3" || o.arch == "qwen3-moe";
   if (o.head_dim > 0 || qwen3_like) c["head_dim"] = head_dim_of(o);
   // As Qwen3-8B-FP8's and DeepSeek-V3's config.json state it (vLLM Fp8Config.from_config reads it).
-  if (o.fp8_block && o.fp8_format == "compressed-tensors")  // as llm-compressor's FP8_BLOCK scheme writes it
+  if (o.fp8_block && o.fp8_channel)  // as llm-compressor's FP8_DYNAMIC preset writes it
+    c["quantization_config"] = {{"quant_method", "compressed-tensors"},
+                                {"format", "float-quantized"},
+                                {"quantization_status", "compressed"},
+                                {"config_groups",
+                                 {{"group_0",
+                                   {{"targets", {"Linear"}},
+                                    {"weights",
+                                     {{"num_bits", 8},
+                                      {"type", "float"},
+                                      {"strategy", "channel"},
+                                      {"symmetric", true},
+                                      {"dynamic", false},
+                                      {"observer", "minmax"}}},
+                                    {"input_activations",
+                                     {{"num_bits", 8},
+                                      {"type", "float"},
+                                      {"strategy", "token"},
+                                      {"symmetric", true},
+                                      {"dynamic", true}}},
+                                    {"output_activations", nullptr}}}}},
+                                {"ignore", {"lm_head"}}};
+  else if (o.fp8_block &&
+           o.fp8_format == "compressed-tensors")  // as llm-compressor's FP8_BLOCK scheme writes it
     c["quantization_config"] = {{"quant_method", "compressed-tensors"},
                                 {"format", "float-quantized"},
                                 {"quantization_status", "compressed"},
@@ -274,6 +324,10 @@ void write_random_checkpoint(const RandomCheckpointOptions& o) {
   if (o.fp8_format != "fp8" && o.fp8_format != "compressed-tensors")
     RLP_THROW_INPUT("write_random_checkpoint: fp8 format '{}' (expected fp8 or compressed-tensors)",
                     o.fp8_format);
+  if (o.fp8_channel && (!o.fp8_block || o.fp8_format != "compressed-tensors"))
+    RLP_THROW_INPUT(
+        "write_random_checkpoint: per-channel fp8 is a compressed-tensors layout (fp8 linears with format "
+        "compressed-tensors)");
   if (o.hidden <= 0 || o.intermediate <= 0 || o.layers <= 0 || o.heads <= 0 || o.kv_heads <= 0 ||
       o.vocab <= 0 || o.max_pos <= 0 || o.head_dim < 0)
     RLP_THROW_INPUT("write_random_checkpoint: sizes must be positive");
@@ -328,8 +382,11 @@ void write_random_checkpoint(const RandomCheckpointOptions& o) {
     Planned p;
     if (fp8) {
       p.headers.push_back({name, DType::e4m3, shape});
-      p.headers.push_back(
-          {module + "." + scale_suffix, DType::fp32, {(shape[0] + 127) / 128, (shape[1] + 127) / 128}});
+      if (o.fp8_channel)
+        p.headers.push_back({module + "." + scale_suffix, o.dtype, {shape[0], 1}});
+      else
+        p.headers.push_back(
+            {module + "." + scale_suffix, DType::fp32, {(shape[0] + 127) / 128, (shape[1] + 127) / 128}});
     } else {
       p.headers.push_back({name, o.dtype, shape});
     }
@@ -350,6 +407,7 @@ void write_random_checkpoint(const RandomCheckpointOptions& o) {
       if (fp8 || post)
         for (auto& x : v)
           x = o.dtype == DType::bf16 ? num::round_bf16(x) : o.dtype == DType::fp16 ? num::round_fp16(x) : x;
+      if (fp8 && o.fp8_channel) return make_fp8_channel_tensors(module, shape[0], shape[1], v, o.dtype);
       if (fp8) return make_fp8_block_tensors(module, shape[0], shape[1], v, o.quant, scale_suffix);
       if (post) post(v);
       return std::vector<TensorData>{make_tensor(name, o.dtype, shape, v)};

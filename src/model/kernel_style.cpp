@@ -377,16 +377,24 @@ void check_tensor_parallel(const PathStyle& style, const ModelSpec& spec) {
         "split when tp is at most their count, replicated when tp is a multiple of it)",
         style.name, tp, spec.kv_heads);
   // fp8 row-parallel shards must be whole 128-wide weight blocks (vLLM's block-fp8 linears refuse
-  // other partitions); the ops check the prepared weights again.
+  // other partitions); a per-channel checkpoint's own weights need shards of a multiple of 16 (else
+  // vLLM runs triton_scaled_mm, not modelled). The ops check the prepared weights again.
   if (style.fp8_linear && style.bf16_first_layers + style.bf16_last_layers < spec.layers) {
+    const bool per_channel = style.weight_from_checkpoint && spec.fp8.per_channel;
     for (const auto& [dim, k] :
          {std::pair<const char*, int>{"attention width (heads x head_dim)", spec.heads * spec.head_dim},
-          std::pair<const char*, int>{"intermediate size", spec.intermediate}})
-      if ((k / tp) % 128 != 0)
+          std::pair<const char*, int>{"intermediate size", spec.intermediate}}) {
+      if (per_channel && (k / tp) % 16 != 0)
+        RLP_THROW_INPUT(
+            "path '{}': tp {} cuts the {} ({}) into {}-wide shards: vLLM runs per-channel fp8 shards whose "
+            "width is not a multiple of 16 through triton_scaled_mm, which rlparity does not emulate",
+            style.name, tp, dim, k, k / tp);
+      if (!per_channel && (k / tp) % 128 != 0)
         RLP_THROW_INPUT(
             "path '{}': tp {} cuts the {} ({}) into {}-wide shards, not whole 128-wide fp8 "
             "weight blocks (vLLM's block-fp8 linears refuse such a partition too)",
             style.name, tp, dim, k, k / tp);
+    }
   }
 }
 

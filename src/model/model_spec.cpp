@@ -165,8 +165,9 @@ std::regex ignore_regex(const std::string& pattern) {
 // quantization_config of a compressed-tensors (llm-compressor) checkpoint: only the block-scaled
 // fp8 scheme vLLM runs through W8A8BlockFp8LinearOp (CompressedTensorsW8A8Fp8 with strategy block;
 // vllm/model_executor/layers/quantization/compressed_tensors/schemes/compressed_tensors_w8a8_fp8.py).
-// Every config group must be it: a per-channel or per-tensor fp8 group runs CUTLASS scaled_mm with
-// per-token activation scales, which rlparity does not emulate, and is refused by name.
+// Also the per-channel scheme (llm-compressor's FP8_DYNAMIC preset: weights strategy channel, dynamic
+// per-token activations), which vLLM runs through Fp8LinearOp (cutlass_scaled_mm). Every config
+// group must use the same one; per-tensor fp8 is refused by name.
 Fp8CheckpointQuant parse_compressed_tensors_config(const json& q, const std::string& src) {
   const std::string k = "quantization_config";
   Fp8CheckpointQuant f;
@@ -178,6 +179,7 @@ Fp8CheckpointQuant parse_compressed_tensors_config(const json& q, const std::str
         "{}: key '{}.config_groups' is missing or empty: a compressed-tensors checkpoint states its "
         "quantization schemes there",
         src, k);
+  int n_block = 0, n_channel = 0;
   for (const auto& [name, g] : q.at("config_groups").items()) {
     const std::string gk = k + ".config_groups." + name;
     if (!g.is_object() || !present(g, "weights") || !g.at("weights").is_object())
@@ -186,24 +188,44 @@ Fp8CheckpointQuant parse_compressed_tensors_config(const json& q, const std::str
     auto field = [&](const json& o, const char* key) {
       return present(o, key) ? o.at(key).dump() : std::string("null");
     };
-    const bool fp8_block = field(w, "num_bits") == "8" && field(w, "type") == "\"float\"" &&
-                           field(w, "strategy") == "\"block\"" &&
-                           field(w, "block_structure") == "[128,128]" && field(w, "dynamic") != "true";
-    if (!fp8_block)
+    const bool fp8_weights =
+        field(w, "num_bits") == "8" && field(w, "type") == "\"float\"" && field(w, "dynamic") != "true";
+    const bool block =
+        fp8_weights && field(w, "strategy") == "\"block\"" && field(w, "block_structure") == "[128,128]";
+    const bool channel = fp8_weights && field(w, "strategy") == "\"channel\"";
+    if (!block && !channel)
       RLP_THROW_INPUT(
-          "{}: key '{}.weights' is {}: only fp8 block quantization (num_bits 8, type float, strategy block, "
-          "block_structure [128, 128]) is supported; per-channel and per-tensor fp8 run vLLM's CUTLASS "
-          "scaled_mm, which rlparity does not emulate",
+          "{}: key '{}.weights' is {}: only fp8 weights (num_bits 8, type float, static) with strategy block "
+          "(block_structure [128, 128]) or channel are supported; per-tensor fp8 (strategy tensor) is not "
+          "(vLLM requantizes fused shards to their largest scale, which rlparity does not emulate)",
           src, gk, w.dump());
-    const bool dynamic_acts = present(g, "input_activations") && g.at("input_activations").is_object() &&
-                              field(g.at("input_activations"), "dynamic") == "true";
-    if (!dynamic_acts)
+    const json* a = present(g, "input_activations") && g.at("input_activations").is_object()
+                        ? &g.at("input_activations")
+                        : nullptr;
+    // Block weights run vLLM's W8A8BlockFp8LinearOp (dynamic 1x128 groups); channel weights its
+    // Fp8LinearOp with dynamic per-token activations (the FP8_DYNAMIC preset's strategy token).
+    const bool acts_ok = a != nullptr && field(*a, "dynamic") == "true" &&
+                         (block || (field(*a, "strategy") == "\"token\"" &&
+                                    field(*a, "type") == "\"float\"" && field(*a, "num_bits") == "8"));
+    if (!acts_ok)
       RLP_THROW_INPUT(
-          "{}: key '{}.input_activations' is {}: only dynamic activation quantization is supported (as "
-          "vLLM's "
-          "block fp8 runs it)",
-          src, gk,
-          present(g, "input_activations") ? g.at("input_activations").dump() : std::string("missing"));
+          "{}: key '{}.input_activations' is {}: only dynamic activation quantization is supported ({})", src,
+          gk, a != nullptr ? a->dump() : std::string("missing"),
+          block ? "as vLLM's block fp8 runs it"
+                : "fp8 per token, {num_bits 8, type float, strategy token, dynamic true}, as the FP8_DYNAMIC "
+                  "preset writes it");
+    (block ? n_block : n_channel)++;
+  }
+  if (n_block > 0 && n_channel > 0)
+    RLP_THROW_INPUT(
+        "{}: key '{}.config_groups' mixes block and channel fp8 groups; rlparity supports one scheme per "
+        "checkpoint",
+        src, k);
+  if (n_channel > 0) {
+    // weight_scale [out, 1]: one scale per output channel (vLLM's ChannelQuantScaleParameter).
+    f.per_channel = true;
+    f.block_rows = 1;
+    f.block_cols = 0;
   }
   if (present(q, "ignore")) {
     const json& l = q.at("ignore");
@@ -559,10 +581,13 @@ nlohmann::json ModelSpec::to_json() const {
             {"qkv_bias", qkv_bias},   {"qk_norm", qk_norm},       {"tied_embeddings", tied_embeddings},
             {"bos_token", bos_token}, {"eos_token", eos_token},   {"stop_tokens", stop_tokens}};
   // Recorded only for fp8 checkpoints: other run files keep their model_spec as it was.
-  if (fp8.enabled)
+  if (fp8.enabled) {
     j["quantization"] = {{"method", fp8.method},
                          {"weight_block_size", {fp8.block_rows, fp8.block_cols}},
                          {"not_converted", fp8.not_converted}};
+    // (block checkpoints' spec reads as before)
+    if (fp8.per_channel) j["quantization"]["weight_block_size"] = "per-channel";
+  }
   if (num_experts > 0)  // dense models' spec reads as before
     j["moe"] = {{"num_experts", num_experts},
                 {"experts_per_tok", experts_per_tok},

@@ -7,6 +7,7 @@
 
 #include "rlparity/numerics/formats.hpp"
 #include "rlparity/numerics/ops.hpp"
+#include "rlparity/util/error.hpp"
 #include "rlparity/util/parallel.hpp"
 
 namespace rlp {
@@ -92,6 +93,14 @@ PreparedLinear prepare_linear(const Checkpoint& ckpt, const std::string& base, c
     lin.wq.codes.assign(t.data, t.data + t.nbytes);
     lin.wq.scale_inv.resize(static_cast<std::size_t>(t.scale_inv->numel()));
     t.scale_inv->to_float(lin.wq.scale_inv.data());
+    lin.per_channel = ckpt.spec().fp8.per_channel;
+    // vllm/_custom_ops.py cutlass_scaled_mm sends a weight whose dims are not multiples of 16 to
+    // triton_scaled_mm, a kernel rlparity does not model.
+    if (lin.per_channel && (lin.out % 16 != 0 || lin.in % 16 != 0))
+      RLP_THROW_INPUT(
+          "{}: tensor '{}' is {}x{}: vLLM runs a per-channel fp8 linear whose dims are not multiples of 16 "
+          "through triton_scaled_mm instead of CUTLASS, which rlparity does not emulate",
+          t.file, base + ".weight", lin.out, lin.in);
   } else if (lin.fp8) {
     // The trainer's master weights (as stored; an fp8 checkpoint's dequantized values) are what the
     // refit quantizes: no bf16 detour.

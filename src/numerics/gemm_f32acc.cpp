@@ -128,6 +128,14 @@ void gemm_f32acc(const float* X, const uint16_t* W, Half16 wfmt, float* Y, int M
   gemm_f32acc_rows(X, Half16Rows{W, K, wfmt}, Y, M, N, K, cfg);
 }
 
+void gemm_f32acc(const float* X, const uint8_t* W, Fp8Kind wkind, float* Y, int M, int N, int K,
+                 const GemmConfig& cfg) {
+  float lut[256];
+  for (int c = 0; c < 256; ++c) lut[c] = fp8_to_float(static_cast<uint8_t>(c), wkind);
+  const Fp8Decoder dec{lut, wkind == Fp8Kind::e4m3};
+  gemm_f32acc_rows(X, Fp8Rows{W, K, dec}, Y, M, N, K, cfg);
+}
+
 void widen_half16(const uint16_t* src, int n, Half16 fmt, float* dst) {
   int i = 0;
 #if defined(__AVX512F__)

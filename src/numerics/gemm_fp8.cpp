@@ -175,4 +175,49 @@ void gemm_fp8_blockscaled(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, cons
   });
 }
 
+void gemm_fp8_rowscaled(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, SliceAccum accum, bool swap_ab,
+                        const float* bias, OutRound out) {
+  RLP_CHECK(X.cols == W.cols, "gemm_fp8_rowscaled: K mismatch, X is {}x{}, W is {}x{}", X.rows, X.cols,
+            W.rows, W.cols);
+  RLP_CHECK(X.block_rows == 1 && X.block_cols == X.cols && W.block_rows == 1 && W.block_cols == W.cols,
+            "gemm_fp8_rowscaled: X and W need one scale per row (1x{} blocks), have {}x{} and {}x{}", X.cols,
+            X.block_rows, X.block_cols, W.block_rows, W.block_cols);
+  const int M = X.rows, N = W.rows, K = X.cols;
+  if (M == 0 || N == 0) return;
+  const size_t MN = static_cast<size_t>(M) * static_cast<size_t>(N);
+  std::vector<float> xf(static_cast<size_t>(M) * static_cast<size_t>(K));
+  for (size_t i = 0; i < xf.size(); ++i) xf[i] = fp8_to_float(X.codes[i], X.kind);
+  if (accum == SliceAccum::fp32) {
+    GemmConfig one_chain;  // split_k 1, k_chunk 0: one chain over K
+    one_chain.out = OutRound::fp32;
+    gemm_f32acc(xf.data(), W.codes.data(), W.kind, Y, M, N, K, one_chain);
+  } else {
+    // Bit-level model, element by element (slow by design): C carried through every k = 32 step.
+    std::vector<float> wf(static_cast<size_t>(N) * static_cast<size_t>(K));
+    for (size_t i = 0; i < wf.size(); ++i) wf[i] = fp8_to_float(W.codes[i], W.kind);
+    rlp::parallel_for(static_cast<size_t>(M), 1, [&](size_t r0, size_t r1) {
+      for (size_t m = r0; m < r1; ++m)
+        for (int n = 0; n < N; ++n) {
+          float c = 0.0f;
+          for (int k0 = 0; k0 < K; k0 += 128)
+            c = hopper_slice_accumulate(
+                xf.data() + m * static_cast<size_t>(K) + static_cast<size_t>(k0),
+                wf.data() + static_cast<size_t>(n) * static_cast<size_t>(K) + static_cast<size_t>(k0),
+                std::min(128, K - k0), c, X.kind, W.kind);
+          Y[m * static_cast<size_t>(N) + static_cast<size_t>(n)] = c;
+        }
+    });
+  }
+  // The ScaledEpilogue, in fp32 (-ffp-contract=off keeps the two multiplies two roundings).
+  rlp::parallel_for(MN, 1 << 14, [&](size_t i0, size_t i1) {
+    for (size_t i = i0; i < i1; ++i) {
+      const size_t m = i / static_cast<size_t>(N), n = i % static_cast<size_t>(N);
+      const float sx = X.scale_inv[m], sw = W.scale_inv[n];
+      const float inner = swap_ab ? sx : sw, outer = swap_ab ? sw : sx;
+      const float t = inner * Y[i];
+      Y[i] = round_out(bias != nullptr ? std::fma(outer, t, bias[n]) : outer * t, out);
+    }
+  });
+}
+
 }  // namespace rlp::num

@@ -124,6 +124,29 @@ void quantize_blocks_into(const float* x, int rows, int cols, int block_rows, in
   });
 }
 
+void quantize_per_token_vllm(const float* x, int rows, int cols, Fp8Tensor& t) {
+  RLP_CHECK(rows >= 0 && cols > 0, "quantize_per_token_vllm: shape {}x{}", rows, cols);
+  RLP_CHECK(x != nullptr || rows == 0, "quantize_per_token_vllm: null input");
+  t.rows = rows;
+  t.cols = cols;
+  t.block_rows = 1;
+  t.block_cols = cols;
+  t.kind = Fp8Kind::e4m3;
+  t.codes.resize(static_cast<size_t>(rows) * static_cast<size_t>(cols));
+  t.scale_inv.resize(static_cast<size_t>(rows));
+  rlp::parallel_for(static_cast<size_t>(rows), 1, [&](size_t r0, size_t r1) {
+    for (size_t r = r0; r < r1; ++r) {
+      const float* row = x + r * static_cast<size_t>(cols);
+      AmaxAcc a;
+      amax_row(row, cols, a);  // fmaxf's NaN-ignoring max, as the kernel's per-thread fmaxf
+      const float scale = vllm_token_scale(std::bit_cast<float>(a.bits));
+      t.scale_inv[r] = scale;
+      uint8_t* q = t.codes.data() + r * static_cast<size_t>(cols);
+      for (int c = 0; c < cols; ++c) q[c] = vllm_token_quantize(row[c], scale);
+    }
+  });
+}
+
 void dequantize(const Fp8Tensor& t, float* out) {
   float lut[256];
   for (int c = 0; c < 256; ++c) lut[c] = fp8_to_float(static_cast<uint8_t>(c), t.kind);

@@ -56,7 +56,9 @@ ParamCounts count_params(const ModelSpec& s) {
     // becomes a loop or an allocation here).
     auto add = [&](uint64_t count, uint64_t o, uint64_t i) {
       params = sat_add(params, sat_mul(count, sat_mul(o, i)));
-      blocks = sat_add(blocks, sat_mul(count, sat_mul((o + 127) / 128, (i + 127) / 128)));
+      // (a per-channel checkpoint's own form holds one scale per row)
+      const uint64_t per = std::max(sat_mul((o + 127) / 128, (i + 127) / 128), s.fp8.per_channel ? o : 0);
+      blocks = sat_add(blocks, sat_mul(count, per));
       c.largest_linear = std::max(c.largest_linear, sat_mul(o, i));
     };
     add(1, q, H);
@@ -114,11 +116,12 @@ uint64_t path_bytes(const ModelSpec& s, uint64_t n, uint64_t r, uint64_t b) {
 CheckpointStorage checkpoint_storage(const Checkpoint& ckpt) {
   CheckpointStorage st;
   std::set<DType> unquantized;
+  std::set<const TensorView*> scales;  // fp8 weights' scale tensors, whatever their dtype or name
+  for (const auto& [name, t] : ckpt.tensors())
+    if (t.scale_inv != nullptr) scales.insert(t.scale_inv);
   for (const auto& [name, t] : ckpt.tensors()) {
     st.mapped_bytes += t.nbytes;
-    const bool scales = t.dtype == DType::fp32 && name.size() > 16 &&
-                        name.compare(name.size() - 16, 16, "weight_scale_inv") == 0;
-    if (t.dtype != DType::e4m3 && !scales) unquantized.insert(t.dtype);
+    if (t.dtype != DType::e4m3 && !scales.count(&t)) unquantized.insert(t.dtype);
   }
   if (unquantized == std::set<DType>{DType::bf16}) st.half16 = num::Half16::bf16;
   if (unquantized == std::set<DType>{DType::fp16}) st.half16 = num::Half16::fp16;

@@ -231,9 +231,19 @@ TEST_F(Fp8Checkpoint, MalformedScalesAndConfigsAreRefusedByName) {
   restore();
   rewrite(ckpt, [&](std::vector<TensorData>& ts) {
     TensorData& s = find(ts, scale);
-    s = rlp::make_tensor(scale, DType::bf16, {2, 2}, {1, 1, 1, 1});
+    s = rlp::make_tensor(scale, DType::e4m3, {2, 2}, {1, 1, 1, 1});
   });
-  expect_refused(ckpt, {scale, "BF16", "F32"});
+  expect_refused(ckpt, {scale, "F8_E4M3", "F32, BF16 or F16"});
+  // BF16 scales (compressed-tensors keeps the model's dtype) are widened exactly.
+  restore();
+  rewrite(ckpt, [&](std::vector<TensorData>& ts) {
+    TensorData& s = find(ts, scale);
+    s = rlp::make_tensor(scale, DType::bf16, {2, 2}, {0.5f, 0.25f, 3.0f, 0.125f});
+  });
+  {
+    const Checkpoint c = Checkpoint::open(ckpt);
+    EXPECT_EQ(c.tensor(kQ + ".weight").block_scale_inv(130, 0), 3.0f);
+  }
   restore();
   rewrite(ckpt, [&](std::vector<TensorData>& ts) { find(ts, kQ + ".weight").bytes[7] = 0x7F; });
   expect_refused(ckpt, {kQ + ".weight", "non-finite"});
@@ -415,8 +425,11 @@ TEST_F(Fp8Checkpoint, CompressedTensorsConfigsOutsideBlockFp8AreRefusedByName) {
   rlp::write_random_checkpoint(o);
   const std::string ckpt = o.out;
   auto group = [](json& c) -> json& { return c["quantization_config"]["config_groups"]["group_0"]; };
+  edit_config(ckpt, [&](json& c) { group(c)["weights"]["strategy"] = "tensor"; });
+  expect_refused(ckpt, {"config_groups.group_0.weights", "per-tensor fp8", "strategy tensor"});
+  // Channel weights need per-token activations (the block groups' strategy group is refused).
   edit_config(ckpt, [&](json& c) { group(c)["weights"]["strategy"] = "channel"; });
-  expect_refused(ckpt, {"config_groups.group_0.weights", "per-channel and per-tensor fp8", "scaled_mm"});
+  expect_refused(ckpt, {"config_groups.group_0.input_activations", "strategy token"});
   edit_config(ckpt, [&](json& c) {
     group(c)["weights"]["strategy"] = "block";
     group(c)["weights"]["block_structure"] = {64, 64};
@@ -464,6 +477,161 @@ TEST_F(Fp8Checkpoint, CompressedTensorsConfigsOutsideBlockFp8AreRefusedByName) {
              ts.end());
   });
   expect_refused(ckpt, {kQ + ".weight_scale", "missing"});
+}
+
+// ---- compressed-tensors per-channel fp8 (llm-compressor's FP8_DYNAMIC) ----------------------------
+class Fp8ChannelCheckpoint : public Fp8Checkpoint {
+ protected:
+  // intermediate 224: every dim a multiple of 16 (vLLM's CUTLASS condition), 112 per rank at tp 2.
+  rlp::RandomCheckpointOptions channel_options() const {
+    rlp::RandomCheckpointOptions o = options();
+    o.intermediate = 224;
+    o.fp8_channel = true;
+    o.fp8_format = "compressed-tensors";
+    return o;
+  }
+  std::string make_channel() const {
+    rlp::write_random_checkpoint(channel_options());
+    return channel_options().out;
+  }
+};
+
+TEST_F(Fp8ChannelCheckpoint, WriterLayoutLoadsAndDequantizesPerChannel) {
+  const std::string ckpt = make_channel();
+  const json cfg = json::parse(std::ifstream(ckpt + "/config.json"));
+  const json& g = cfg["quantization_config"]["config_groups"]["group_0"];
+  EXPECT_EQ(g["weights"]["strategy"], "channel");
+  EXPECT_EQ(g["input_activations"]["strategy"], "token");
+  EXPECT_EQ(g["input_activations"]["dynamic"], true);
+  {
+    const Checkpoint c = Checkpoint::open(ckpt);
+    EXPECT_TRUE(c.spec().fp8.per_channel);
+    EXPECT_TRUE(c.unused_tensors().empty());
+    const rlp::TensorView& w = c.tensor(kQ + ".weight");
+    ASSERT_EQ(w.dtype, DType::e4m3);
+    EXPECT_EQ(w.block_rows, 1);
+    EXPECT_EQ(w.block_cols, 160);
+    const rlp::TensorView& sc = c.tensor(kQ + ".weight_scale");
+    EXPECT_EQ(sc.dtype, DType::bf16);  // the model's dtype, as llm-compressor stores it
+    EXPECT_EQ(sc.shape, (std::vector<int64_t>{160, 1}));
+    // The writer's minmax rule: each row's largest |code| is 448 (amax / bf16(amax / 448) rounds there).
+    for (int64_t r = 0; r < 160; ++r) {
+      int top = 0;
+      for (int64_t k = 0; k < 160; ++k) top = std::max(top, w.data[r * 160 + k] & 0x7F);
+      ASSERT_EQ(top, 0x7E) << r;
+    }
+    EXPECT_EQ(c.spec().to_json()["quantization"]["weight_block_size"], "per-channel");
+  }
+  // Hand-worked: row 2's scale 0.375 (bf16), its code 0x3C (1.5) at column 5 -> 0.5625.
+  rewrite(ckpt, [](std::vector<TensorData>& ts) {
+    TensorData& w = find(ts, kQ + ".weight");
+    TensorData& s = find(ts, kQ + ".weight_scale");
+    w.bytes[2 * 160 + 5] = 0x3C;
+    w.bytes[2 * 160 + 6] = 0xFE;  // -448
+    const uint16_t b = rlp::num::float_to_bf16_bits(0.375f);
+    std::memcpy(s.bytes.data() + 2 * 2, &b, 2);
+  });
+  const Checkpoint c = Checkpoint::open(ckpt);
+  const rlp::TensorView& w = c.tensor(kQ + ".weight");
+  EXPECT_EQ(w.at(2 * 160 + 5), 0.5625f);
+  EXPECT_EQ(w.at(2 * 160 + 6), -168.0f);
+  std::vector<double> d(static_cast<std::size_t>(w.numel()));
+  w.to_double(d.data());
+  EXPECT_EQ(d[2 * 160 + 5], 0.5625);
+}
+
+TEST_F(Fp8ChannelCheckpoint, CheckpointConventionKeepsCodesAndChannelScales) {
+  const Checkpoint c = Checkpoint::open(make_channel());
+  rlp::RecipeOptions ro;
+  ro.fp8_checkpoint = true;
+  const rlp::Recipe r = rlp::make_recipe("fp8-e2e", ro);
+  const rlp::PreparedWeights gen = rlp::prepare_weights(c, r.gen);
+  const rlp::PreparedWeights train = rlp::prepare_weights(c, r.train);
+  for (int l = 0; l < 2; ++l)
+    for (int p = 0; p < rlp::kNumProj; ++p) {
+      const std::string base = rlp::layer_tensor_name(l, rlp::proj_tensor_suffix(static_cast<rlp::Proj>(p)));
+      const rlp::TensorView& w = c.tensor(base + ".weight");
+      const rlp::TensorView& s = c.tensor(base + ".weight_scale");
+      const rlp::PreparedLinear& g = gen.layers[static_cast<std::size_t>(l)].proj[p];
+      ASSERT_TRUE(g.fp8 && g.per_channel) << base;
+      EXPECT_EQ(std::memcmp(g.wq.codes.data(), w.data, w.nbytes), 0) << base;
+      ASSERT_EQ(g.wq.scale_inv.size(), static_cast<std::size_t>(g.out));
+      for (int n = 0; n < g.out; ++n) ASSERT_EQ(g.wq.scale_inv[static_cast<std::size_t>(n)], s.at(n)) << base;
+      // Training requantizes the dequantized master in 128x128 blocks, as for any master.
+      const rlp::PreparedLinear& t = train.layers[static_cast<std::size_t>(l)].proj[p];
+      EXPECT_FALSE(t.per_channel);
+      EXPECT_EQ(t.wq.block_rows, 128);
+    }
+}
+
+TEST_F(Fp8ChannelCheckpoint, ReplayFromTheCliIncludingTensorParallelGeneration) {
+  const std::string ckpt = make_channel();
+  const std::string in = write("in.jsonl",
+                               "{\"id\": 1, \"prompt\": [1, 5, 9, 12], \"response\": [3, 7, 11]}\n"
+                               "{\"id\": 2, \"prompt\": [2, 40], \"response\": [63, 0, 8, 8]}\n");
+  for (const std::string extra : {"", " --gen-tp 2"}) {
+    const std::string out = (dir_ / (extra.empty() ? "run.h5" : "tp.h5")).string();
+    const auto r = rlp_test::run_command(std::string(RLPARITY_CLI_PATH) + " replay -q --checkpoint " + ckpt +
+                                         " --inputs " + in + " --out " + out + extra);
+    ASSERT_EQ(r.code, 0) << r.output;
+    if (std::system("/usr/bin/python3 -c 'import h5py' 2>/dev/null") != 0) GTEST_SKIP() << "no h5py";
+    const std::string script = write("check.py", R"(
+import h5py, json, math, sys
+f = h5py.File(sys.argv[1], "r")
+assert json.loads(f.attrs["model_spec"])["quantization"]["weight_block_size"] == "per-channel"
+for r in ["fp8-gen", "fp8-e2e"]:
+    s = json.dumps(json.loads(f["/recipes/" + r].attrs["settings"]))
+    assert '"weight-quant": "checkpoint"' in s, s
+    lp = f["/recipes/" + r + "/tokens/logp_gen"][:]
+    assert all(math.isfinite(x) for x in lp)
+    assert any(x != y for x, y in zip(lp, f["/recipes/bf16/tokens/logp_gen"][:]))
+print("ok")
+)");
+    const auto py = rlp_test::run_command("/usr/bin/python3 " + script + " " + out);
+    EXPECT_EQ(py.code, 0) << py.output;
+  }
+}
+
+TEST_F(Fp8ChannelCheckpoint, MalformedChannelScalesAndShapesAreRefusedByName) {
+  const std::string ckpt = make_channel();
+  const std::string scale = kQ + ".weight_scale";
+  const fs::path st = fs::path(ckpt) / "model.safetensors", st_good = dir_ / "good.safetensors";
+  fs::copy_file(st, st_good);
+  rewrite(ckpt, [&](std::vector<TensorData>& ts) {
+    TensorData& s = find(ts, scale);
+    s = rlp::make_tensor(scale, DType::bf16, {160, 2}, std::vector<float>(320, 1.0f));
+  });
+  expect_refused(ckpt, {scale, "[160, 2]", "[160, 1]"});
+  fs::copy_file(st_good, st, fs::copy_options::overwrite_existing);
+  rewrite(ckpt, [&](std::vector<TensorData>& ts) {
+    TensorData& s = find(ts, scale);
+    std::vector<float> v(160, 0.01f);
+    v[7] = -1.0f;
+    s = rlp::make_tensor(scale, DType::bf16, {160, 1}, v);
+  });
+  expect_refused(ckpt, {scale, "block [7, 0]", "finite and positive"});
+  fs::copy_file(st_good, st, fs::copy_options::overwrite_existing);
+  // Mixed schemes are refused.
+  edit_config(ckpt, [](json& c) {
+    json g = c["quantization_config"]["config_groups"]["group_0"];
+    g["weights"]["strategy"] = "block";
+    g["weights"]["block_structure"] = {128, 128};
+    c["quantization_config"]["config_groups"]["group_1"] = g;
+  });
+  expect_refused(ckpt, {"config_groups", "mixes block and channel"});
+  // A linear vLLM would send to triton_scaled_mm (a dim not a multiple of 16) is refused when the
+  // generation path prepares it.
+  rlp::RandomCheckpointOptions o = channel_options();
+  o.intermediate = 200;
+  o.out = (dir_ / "odd").string();
+  rlp::write_random_checkpoint(o);
+  const Checkpoint c = Checkpoint::open(o.out);
+  rlp::RecipeOptions ro;
+  ro.fp8_checkpoint = true;
+  const rlp::Recipe r = rlp::make_recipe("fp8-gen", ro);
+  const std::string msg = input_error([&] { (void)rlp::prepare_weights(c, r.gen); });
+  EXPECT_NE(msg.find("model.layers.0.mlp.gate_proj.weight"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("triton_scaled_mm"), std::string::npos) << msg;
 }
 
 }  // namespace

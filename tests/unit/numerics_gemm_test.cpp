@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "rlparity/numerics/gemm.hpp"
+#include "rlparity/numerics/quantize.hpp"
 #include "rlparity/util/parallel.hpp"
 
 namespace rlp::num {
@@ -435,6 +436,124 @@ TEST(NumericsGemm, HopperHandWorked) {
   std::vector<float> s(128, 0x1p-6f), w(128, 1.0f);
   s[0] = 256.0f;
   EXPECT_EQ(hopper_slice_accumulate(s.data(), w.data(), 128, 0.0f, E4, E4), 256.0f);
+}
+
+// ---- per-token x per-channel (vLLM's Fp8LinearOp, CUTLASS FP8FastAccum) -----------------------
+// Naive reference of gemm.hpp's gemm_fp8_rowscaled: one accumulator over all of K (the fp32 chain,
+// or the Hopper model's k = 32 steps with C carried), then the ScaledEpilogue.
+float ref_rowscaled(const Fp8Tensor& X, const Fp8Tensor& W, int m, int n, SliceAccum acc, bool swap_ab,
+                    const float* bias, OutRound out) {
+  const int K = X.cols;
+  std::vector<float> a(static_cast<size_t>(K)), b(static_cast<size_t>(K));
+  for (int k = 0; k < K; ++k) {
+    a[static_cast<size_t>(k)] = fp8_to_float(X.codes[static_cast<size_t>(m * K + k)], X.kind);
+    b[static_cast<size_t>(k)] = fp8_to_float(W.codes[static_cast<size_t>(n * K + k)], W.kind);
+  }
+  float c = 0.0f;
+  if (acc == SliceAccum::hopper)
+    for (int k0 = 0; k0 < K; k0 += 32)
+      c = hopper_step(a.data() + k0, b.data() + k0, std::min(32, K - k0), c, X.kind, W.kind);
+  else
+    for (int k = 0; k < K; ++k) c = std::fma(a[static_cast<size_t>(k)], b[static_cast<size_t>(k)], c);
+  const float sx = X.scale_inv[static_cast<size_t>(m)], sw = W.scale_inv[static_cast<size_t>(n)];
+  const float t = (swap_ab ? sx : sw) * c, outer = swap_ab ? sw : sx;
+  return round_out(bias != nullptr ? std::fma(outer, t, bias[n]) : outer * t, out);
+}
+
+TEST(NumericsGemm, RowScaledMatchesStatedOrderBitwise) {
+  const int N = 48, K = 304;  // K: two 128-slices and a partial one of 48 (= 32 + 16 in the Hopper steps)
+  std::mt19937 rng(5);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> w(static_cast<size_t>(N * K)), bias(static_cast<size_t>(N));
+  for (float& v : w) v = d(rng) * (rng() % 13 == 0 ? 30.0f : 1.0f);
+  for (float& v : bias) v = round_bf16(d(rng));
+  ScaleOptions te;
+  const Fp8Tensor W = quantize_blocks(w.data(), N, K, 1, K, te);
+  for (const int M : {21, 16, 8, 3}) {  // packed and small-M kernels
+    SCOPED_TRACE("M=" + std::to_string(M));
+    std::vector<float> x(static_cast<size_t>(M * K));
+    for (float& v : x) v = round_bf16(d(rng) * 4.0f);
+    Fp8Tensor X;
+    quantize_per_token_vllm(x.data(), M, K, X);
+    for (SliceAccum acc : {SliceAccum::fp32, SliceAccum::hopper})
+      for (bool swap : {false, true})
+        for (const float* b : {static_cast<const float*>(nullptr), static_cast<const float*>(bias.data())})
+          for (OutRound out : {OutRound::fp32, OutRound::bf16}) {
+            std::vector<float> Y(static_cast<size_t>(M * N));
+            gemm_fp8_rowscaled(X, W, Y.data(), acc, swap, b, out);
+            for (int m = 0; m < M; ++m)
+              for (int n = 0; n < N; ++n)
+                ASSERT_EQ(f32_bits(Y[static_cast<size_t>(m * N + n)]),
+                          f32_bits(ref_rowscaled(X, W, m, n, acc, swap, b, out)))
+                    << m << "," << n << " acc=" << static_cast<int>(acc) << " swap=" << swap;
+          }
+  }
+}
+
+TEST(NumericsGemm, RowScaledEpilogueHandWorked) {
+  // acc = 3 (three products 1 x 1), token scale 0.1f, channel scale 0.7f. Without swap-AB the
+  // channel scale goes first: fl(0.7f * 3) = 0x1.0ccccc p+1, times 0.1f = 0x1.ae147a p-3; swapped,
+  // fl(0.1f * 3) times 0.7f = 0x1.ae147c p-3 (worked in exact rationals, rounded to nearest).
+  Fp8Tensor X, W;
+  X.rows = W.rows = 1;
+  X.cols = W.cols = 32;
+  X.block_cols = W.block_cols = 32;
+  X.codes.assign(32, 0x00);
+  std::fill_n(X.codes.begin(), 3, uint8_t{0x38});  // 1.0
+  W.codes.assign(32, 0x38);
+  X.scale_inv = {0.1f};
+  W.scale_inv = {0.7f};
+  float y = 0.0f;
+  gemm_fp8_rowscaled(X, W, &y, SliceAccum::fp32, false, nullptr, OutRound::fp32);
+  EXPECT_EQ(y, 0x1.ae147ap-3f);
+  gemm_fp8_rowscaled(X, W, &y, SliceAccum::fp32, true, nullptr, OutRound::fp32);
+  EXPECT_EQ(y, 0x1.ae147cp-3f);
+  // The bias joins the last multiply in one fma: 0.1f * 0x1.0ccccc p+1 + 0.25 rounded once is
+  // 0x1.d70a3e p-2; a separate add would give 0x1.d70a3c p-2.
+  const float bias = 0.25f;
+  gemm_fp8_rowscaled(X, W, &y, SliceAccum::fp32, false, &bias, OutRound::fp32);
+  EXPECT_EQ(y, 0x1.d70a3ep-2f);
+  // FastAccum: no promotion at 128. 129 products 1 x 2^-6 after one 256: the fp32 chain keeps them
+  // (256 + 129/64 = 258.015625); the Hopper model carries C = 256 through every step, whose unit
+  // 2^-5 truncates each 2^-6 away.
+  X.cols = W.cols = X.block_cols = W.block_cols = 130;
+  X.codes.assign(130, 0x08);  // 2^-6 (e4m3 0.0001.000)
+  X.codes[0] = 0x78;          // 256
+  W.codes.assign(130, 0x38);
+  X.scale_inv = W.scale_inv = {1.0f};
+  gemm_fp8_rowscaled(X, W, &y, SliceAccum::fp32, false, nullptr, OutRound::fp32);
+  EXPECT_EQ(y, 258.015625f);
+  gemm_fp8_rowscaled(X, W, &y, SliceAccum::hopper, false, nullptr, OutRound::fp32);
+  EXPECT_EQ(y, 256.0f);
+}
+
+// vLLM's dynamic_per_token_scaled_fp8_quant (scaling.hpp), worked by hand.
+TEST(NumericsGemm, PerTokenQuantHandWorked) {
+  const float nan = std::nanf("");
+  // Row 0: amax 3136 -> scale 3136 / 448 = 7 exactly. 10.9375 / 7 = 1.5625, the tie between e4m3
+  // 1.5 and 1.625, goes to even (1.5, 0x3C); a reciprocal multiply (10.9375 * fl(1/7) =
+  // 1.5625001..) would round up to 1.625. -3136 / 7 = -448.
+  // Row 1: all zeros: scale = min_scaling_factor = fl(1 / 229376), codes 0.
+  // Row 2: amax 1e-6: 1e-6 / 448 is below the floor, so scale = fl(1 / 229376); 1e-6 / scale =
+  // 0.229376.. -> e4m3 0.234375 (0x27 = 0.0100.111 = 2^-3 x 1.875; 0.21875 is farther).
+  // Row 3: a NaN is ignored by the amax (2 -> scale 2/448) and quantizes to +448 (fminf drops it).
+  const std::vector<float> x = {10.9375f, -3136.0f, 0.0f,  0.0f, 0.0f, 0.0f, 0.0f, 0.0f,
+                                0.0f,     0.0f,     1e-6f, 0.0f, nan,  2.0f, 0.0f, 0.0f};
+  Fp8Tensor q;
+  quantize_per_token_vllm(x.data(), 4, 4, q);
+  ASSERT_EQ(q.scale_inv.size(), 4u);
+  EXPECT_EQ(q.block_rows, 1);
+  EXPECT_EQ(q.block_cols, 4);
+  EXPECT_EQ(q.scale_inv[0], 7.0f);
+  EXPECT_EQ(q.codes[0], 0x3C);  // 1.5
+  EXPECT_EQ(q.codes[1], 0xFE);  // -448
+  EXPECT_EQ(q.scale_inv[1], 1.0f / 229376.0f);
+  EXPECT_EQ(q.codes[4] | q.codes[5] | q.codes[6] | q.codes[7], 0);
+  EXPECT_EQ(q.scale_inv[2], 1.0f / 229376.0f);
+  EXPECT_EQ(q.codes[10], 0x27);
+  EXPECT_EQ(q.scale_inv[3], 2.0f / 448.0f);
+  EXPECT_EQ(q.codes[12], 0x7E);  // NaN -> +448
+  EXPECT_EQ(q.codes[13], 0x7E);  // 2 / (2/448) = 448
 }
 
 }  // namespace

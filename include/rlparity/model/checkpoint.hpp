@@ -40,8 +40,9 @@ struct TensorView {
   const uint8_t* data = nullptr;  // into the mapping, valid while the Checkpoint lives
   std::size_t nbytes = 0;
 
-  // An e4m3 tensor's block scales (its `<base>.weight_scale_inv`, float32
-  // [ceil(rows/block_rows), ceil(cols/block_cols)]); validated at open. Null for other dtypes.
+  // An e4m3 tensor's block scales (its `<base>.weight_scale_inv` or `.weight_scale`, F32/BF16/F16
+  // [ceil(rows/block_rows), ceil(cols/block_cols)]; per-channel: blocks of 1 x cols, [rows, 1]);
+  // validated at open. Null for other dtypes.
   const TensorView* scale_inv = nullptr;
   int block_rows = 0, block_cols = 0;
 

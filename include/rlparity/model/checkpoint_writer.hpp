@@ -28,6 +28,13 @@ TensorData make_tensor(const std::string& name, DType dtype, std::vector<int64_t
 // F8_E4M3 codes and `<base>.weight_scale_inv` float32 [ceil(rows/128), ceil(cols/128)], quantized
 // by num::quantize_blocks in the convention of `opt`.
 // The scales are named `<base>.<scale_suffix>` ("weight_scale" in compressed-tensors checkpoints).
+// The per-channel fp8 form of a [rows x cols] master (compressed-tensors strategy channel):
+// `<base>.weight` F8_E4M3 and `<base>.weight_scale` [rows, 1] in `scale_dtype` (llm-compressor keeps
+// the weight's dtype). Per row: scale = amax / 448 rounded to scale_dtype (the minmax observer's
+// max(|min|, |max|) / 448; an all-zero row gets 1), then code = RNE(clamp(w / scale, +-448)), the
+// quotient rounded to scale_dtype first (compressed-tensors' _quantize divides in that dtype).
+std::vector<TensorData> make_fp8_channel_tensors(const std::string& base, int64_t rows, int64_t cols,
+                                                 const std::vector<float>& master, DType scale_dtype);
 std::vector<TensorData> make_fp8_block_tensors(const std::string& base, int64_t rows, int64_t cols,
                                                const std::vector<float>& master, const num::ScaleOptions& opt,
                                                const std::string& scale_suffix = "weight_scale_inv");
@@ -82,6 +89,9 @@ struct RandomCheckpointOptions {
   // With fp8_block: "fp8" (quant_method fp8, `weight_scale_inv`, as DeepSeek-V3 and Qwen3 -FP8) or
   // "compressed-tensors" (llm-compressor's block fp8 scheme, `weight_scale`, ignore ["lm_head"]).
   std::string fp8_format = "fp8";
+  // With fp8_block and fp8_format "compressed-tensors": per-channel instead of 128x128 blocks, as
+  // llm-compressor's FP8_DYNAMIC preset writes them (make_fp8_channel_tensors; `quant` unused).
+  bool fp8_channel = false;
   bool tied = false;
   int shards = 1;  // > 1: model-0000k-of-0000N.safetensors + model.safetensors.index.json
   uint64_t seed = 0;

@@ -34,6 +34,10 @@ struct Fp8CheckpointQuant {
   std::string method = "fp8";                     // "fp8" | "compressed-tensors"
   std::string scale_suffix = "weight_scale_inv";  // "weight_scale" for compressed-tensors
   int block_rows = 128, block_cols = 128;
+  // compressed-tensors strategy channel: `weight_scale` [out, 1], one scale per output channel
+  // (block_rows 1, block_cols 0 = the whole row), activations quantized per token (vLLM's
+  // Fp8LinearOp; docs/kernel-paths.md).
+  bool per_channel = false;
   // modules_to_not_convert (transformers) and ignored_layers (vLLM), or compressed-tensors' ignore:
   // linears stored unquantized.
   std::vector<std::string> not_converted;

@@ -48,8 +48,11 @@ struct PreparedLinear {
   int out = 0;
   int in = 0;
   bool fp8 = false;
-  Half16Bits w;             // [out x in] act-dtype bit patterns, when !fp8: 2 B/param (or mapped)
-  num::Fp8Tensor wq;        // 128x128-block fp8, when fp8
+  Half16Bits w;       // [out x in] act-dtype bit patterns, when !fp8: 2 B/param (or mapped)
+  num::Fp8Tensor wq;  // 128x128-block fp8, when fp8
+  // wq holds a per-channel checkpoint's codes and [out] scales verbatim (1 x in blocks): the linear
+  // runs vLLM's Fp8LinearOp (per-token activations, num::gemm_fp8_rowscaled).
+  bool per_channel = false;
   std::vector<float> bias;  // act-dtype values; empty when the layer has none
 };
 

@@ -67,6 +67,25 @@ void widen_half16(const uint16_t* src, int n, Half16 fmt, float* dst);
 
 void gemm_fp8_blockscaled(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, const GemmConfig& cfg);
 
+// Per-token x per-channel scaled fp8 GEMM: vLLM's Fp8LinearOp for per-channel fp8 weights on sm90
+// (cutlass_scaled_mm; csrc/quantization/w8a8/cutlass/c3x/scaled_mm_sm90_fp8_dispatch.cuh). X holds
+// one scale per row, W one per output channel (both 1 x K blocks). Every config vLLM dispatches there
+// is an FP8FastAccum kernel under a persistent scheduler: no split-K and no promotion, the whole K
+// runs in one accumulator:
+//   acc = the fp32 chain acc = fma(x[k], w[k], acc), k increasing from +0 (SliceAccum::fp32; the
+//         products of fp8 values are exact), or the Hopper wgmma model's k = 32 steps with C carried
+//         across all of K (SliceAccum::hopper);
+// then the ScaledEpilogue (csrc/cutlass_extensions/epilogue/scaled_mm_epilogues_c3x.hpp):
+//   t = fl(inner * acc);  y = fl(outer * t), or fma(outer, t, bias[n]) with a bias (multiply_add);
+//   inner = W's channel scale, outer = X's token scale; swap_ab (vLLM swaps A and B for M <= 64,
+//   passing the scales swapped) exchanges the two.
+// y is rounded per `out`. GemmConfig's split_k, k_chunk and promotion have no counterpart here.
+void gemm_fp8_rowscaled(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, SliceAccum accum, bool swap_ab,
+                        const float* bias, OutRound out);
+// gemm_f32acc's contract and bits with W held as fp8 codes, decoded exactly as its slices are read.
+void gemm_f32acc(const float* X, const uint8_t* W, Fp8Kind wkind, float* Y, int M, int N, int K,
+                 const GemmConfig& cfg);
+
 // The float64 oracle: y = sum over k in increasing order of x*w, no fma, only double rounding.
 void gemm_f64(const double* X, const double* W, double* Y, int M, int N, int K);
 // The same GEMM, same bits, with W's rows supplied by w_row(n, out): row n's K values as doubles

@@ -41,6 +41,10 @@ Fp8Tensor quantize_blocks(const float* x, int rows, int cols, int block_rows, in
 void quantize_blocks_into(const float* x, int rows, int cols, int block_rows, int block_cols,
                           const ScaleOptions& opt, Fp8Tensor& out);
 
+// vLLM's dynamic per-token quantization (scaling.hpp vllm_token_scale / vllm_token_quantize) of
+// x (rows x cols) into `out`: e4m3 codes, blocks of 1 x cols, scale_inv = the row's scale.
+void quantize_per_token_vllm(const float* x, int rows, int cols, Fp8Tensor& out);
+
 // out[r][c] = decode(code) * scale_inv(block), one fp32 multiply.
 void dequantize(const Fp8Tensor& t, float* out);
 

@@ -224,6 +224,30 @@ RLP_HD BlockScale nemo_pow2_activation_scale(float absmax, Fp8Kind kind = Fp8Kin
   return BlockScale{pow2_f(e), pow2_f(-e), false};
 }
 
+// ---- vLLM per-token dynamic quantization --------------------------------------------------------
+// The input quantizer of vLLM's Fp8LinearOp for per-channel fp8 weights (compressed-tensors
+// strategy channel, input_activations strategy token): dynamic_per_token_scaled_fp8_quant, the CUDA
+// kernel of csrc/quantization/w8a8/fp8/common.cu (dynamic_per_token_scaled_fp8_quant_kernel_strided;
+// earlier csrc/quantization/fp8/common.cu). One fp32 scale per row, no scale_ub (Fp8LinearOp passes
+// none):
+//   amax  = fmaxf over the row of fabsf(x) (NaN ignored; the block reduction is exact);
+//   scale = fmaxf(amax / 448, min_scaling_factor), min_scaling_factor = 1 / (448 * 512)
+//           (csrc/quantization/utils.cuh), an IEEE fp32 division;
+//   q     = fmaxf(-448, fminf(x / scale, 448)), a true division ("we don't use inverted scales so
+//           we can match FBGemm impl", scaled_fp8_conversion<false>), then the RNE satfinite cast.
+//           A NaN x gives +448 (fminf drops the NaN).
+// Under torch.compile with the quant_fp8 custom op disabled vLLM runs QuantFP8.forward_native
+// instead, which Inductor lowers to reciprocal multiplications (not IEEE-exact in Triton): not
+// modelled (docs/kernel-paths.md).
+RLP_HD float vllm_token_scale(float amax) {
+  const float min_scaling_factor = 1.0f / (kE4M3Max * 512.0f);
+  return fmax_nan_loses(amax / kE4M3Max, min_scaling_factor);
+}
+RLP_HD uint8_t vllm_token_quantize(float x, float scale) {
+  const float q = fmax_nan_loses(-kE4M3Max, fmin_nan_loses(x / scale, kE4M3Max));
+  return fp8_encode_fast(q, Fp8Kind::e4m3, Saturation::satfinite);
+}
+
 // ---- quantize one element ------------------------------------------------------------------
 RLP_HD uint8_t quantize_with(float x, const BlockScale& s, const ScaleOptions& o) {
   const float fmax = fp8_max_value(o.kind);

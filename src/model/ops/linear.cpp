@@ -24,6 +24,16 @@ void EmulatedOps::gemm(const Mat& x, const PreparedLinear& lin, Mat& y, bool out
   num::GemmConfig cfg = style_.gemm_config(m_kernel, lin.in);
   if (out_fp32 || !lin.bias.empty()) cfg.out = num::OutRound::fp32;
   y.resize(n, lin.out);
+  if (lin.per_channel) {
+    // vLLM's Fp8LinearOp: per-token activation scales, CUTLASS scaled_mm with its epilogue (bias
+    // included); swap-AB for M <= 64 (scaled_mm_sm90_fp8_dispatch.cuh), M as the kernel sees it.
+    num::Fp8Tensor xq;
+    num::quantize_per_token_vllm(x.data(), n, lin.in, xq);
+    num::gemm_fp8_rowscaled(xq, lin.wq, y.data(), style_.fp8_accum, m_kernel <= 64,
+                            lin.bias.empty() ? nullptr : lin.bias.data(),
+                            out_fp32 ? num::OutRound::fp32 : num::out_round_of(style_.act));
+    return;
+  }
   if (lin.fp8) {
     const num::Fp8Tensor xq = num::quantize_blocks(x.data(), n, lin.in, 1, 128, style_.act_scale_options());
     num::gemm_fp8_blockscaled(xq, lin.wq, y.data(), cfg);
@@ -49,6 +59,7 @@ PreparedLinear slice_k(const PreparedLinear& lin, int k0, int k1, bool keep_bias
   s.out = lin.out;
   s.in = k1 - k0;
   s.fp8 = lin.fp8;
+  s.per_channel = lin.per_channel;
   if (keep_bias) s.bias = lin.bias;
   const auto K = static_cast<std::size_t>(lin.in), w = static_cast<std::size_t>(s.in);
   if (!lin.fp8) {
@@ -64,7 +75,7 @@ PreparedLinear slice_k(const PreparedLinear& lin, int k0, int k1, bool keep_bias
   o.rows = q.rows;
   o.cols = s.in;
   o.block_rows = q.block_rows;
-  o.block_cols = q.block_cols;
+  o.block_cols = lin.per_channel ? s.in : q.block_cols;  // a channel's one scale covers every shard
   o.kind = q.kind;
   o.codes.resize(static_cast<std::size_t>(o.rows) * w);
   for (std::size_t r = 0; r < static_cast<std::size_t>(o.rows); ++r)
@@ -91,7 +102,12 @@ void EmulatedOps::init_tensor_parallel() {
     for (const auto& layer : w_.layers) {
       const PreparedLinear& lin = layer[p];
       const int kr = lin.in / tp;
-      if (lin.fp8 && kr % lin.wq.block_cols != 0)
+      if (lin.per_channel && kr % 16 != 0)
+        RLP_THROW_INPUT(
+            "path '{}': tp {} cuts the {} ({}) into {}-wide shards: vLLM runs per-channel fp8 shards whose "
+            "width is not a multiple of 16 through triton_scaled_mm, which rlparity does not emulate",
+            style_.name, tp, dim, lin.in, kr);
+      if (lin.fp8 && !lin.per_channel && kr % lin.wq.block_cols != 0)
         RLP_THROW_INPUT(
             "path '{}': tp {} cuts the {} ({}) into {}-wide shards, not whole {}-wide fp8 "
             "weight blocks (vLLM's block-fp8 linears refuse such a partition too)",
