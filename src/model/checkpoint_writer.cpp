@@ -219,57 +219,38 @@ nlohmann::json random_checkpoint_config(const RandomCheckpointOptions& o) {
                       {"eos_token_id", 2}};
   const bool qwen3_like = o.arch == "qwen3" || o.arch == "qwen3-moe";
   if (o.head_dim > 0 || qwen3_like) c["head_dim"] = head_dim_of(o);
-  // As Qwen3-8B-FP8's and DeepSeek-V3's config.json state it (vLLM Fp8Config.from_config reads it).
-  if (o.fp8_block && o.fp8_channel)  // as llm-compressor's FP8_DYNAMIC preset writes it
+  if (o.fp8_block && o.fp8_format == "compressed-tensors") {
+    // As llm-compressor writes its FP8_DYNAMIC preset (per-channel weights, per-token activations)
+    // or its FP8_BLOCK scheme (128x128 weight blocks, 1x128 activation groups).
+    nlohmann::json weights = {{"num_bits", 8}, {"type", "float"}, {"symmetric", true}, {"dynamic", false}};
+    nlohmann::json acts = {{"num_bits", 8}, {"type", "float"}, {"symmetric", true}, {"dynamic", true}};
+    if (o.fp8_channel) {
+      weights["strategy"] = "channel";
+      weights["observer"] = "minmax";
+      acts["strategy"] = "token";
+    } else {
+      weights["strategy"] = "block";
+      weights["block_structure"] = {128, 128};
+      acts["strategy"] = "group";
+      acts["group_size"] = 128;
+    }
     c["quantization_config"] = {{"quant_method", "compressed-tensors"},
                                 {"format", "float-quantized"},
                                 {"quantization_status", "compressed"},
                                 {"config_groups",
                                  {{"group_0",
                                    {{"targets", {"Linear"}},
-                                    {"weights",
-                                     {{"num_bits", 8},
-                                      {"type", "float"},
-                                      {"strategy", "channel"},
-                                      {"symmetric", true},
-                                      {"dynamic", false},
-                                      {"observer", "minmax"}}},
-                                    {"input_activations",
-                                     {{"num_bits", 8},
-                                      {"type", "float"},
-                                      {"strategy", "token"},
-                                      {"symmetric", true},
-                                      {"dynamic", true}}},
+                                    {"weights", weights},
+                                    {"input_activations", acts},
                                     {"output_activations", nullptr}}}}},
                                 {"ignore", {"lm_head"}}};
-  else if (o.fp8_block &&
-           o.fp8_format == "compressed-tensors")  // as llm-compressor's FP8_BLOCK scheme writes it
-    c["quantization_config"] = {{"quant_method", "compressed-tensors"},
-                                {"format", "float-quantized"},
-                                {"quantization_status", "compressed"},
-                                {"config_groups",
-                                 {{"group_0",
-                                   {{"targets", {"Linear"}},
-                                    {"weights",
-                                     {{"num_bits", 8},
-                                      {"type", "float"},
-                                      {"strategy", "block"},
-                                      {"block_structure", {128, 128}},
-                                      {"symmetric", true},
-                                      {"dynamic", false}}},
-                                    {"input_activations",
-                                     {{"num_bits", 8},
-                                      {"type", "float"},
-                                      {"strategy", "group"},
-                                      {"group_size", 128},
-                                      {"symmetric", true},
-                                      {"dynamic", true}}}}}}},
-                                {"ignore", {"lm_head"}}};
-  else if (o.fp8_block)
+  } else if (o.fp8_block) {
+    // As Qwen3-8B-FP8's and DeepSeek-V3's config.json state it (vLLM Fp8Config.from_config reads it).
     c["quantization_config"] = {{"quant_method", "fp8"},
                                 {"fmt", "e4m3"},
                                 {"activation_scheme", "dynamic"},
                                 {"weight_block_size", {128, 128}}};
+  }
   if (o.arch == "llama") {
     c["rms_norm_eps"] = 1e-5;
     c["rope_theta"] = 10000.0;
