@@ -15,14 +15,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <type_traits>
 
 #include "model/safetensors.hpp"
 #include "rlparity/numerics/formats.hpp"
+#include "rlparity/numerics/gemm.hpp"  // widen_half16
 #include "rlparity/util/error.hpp"
 #include "rlparity/util/json_depth.hpp"
 #include "rlparity/util/parallel.hpp"
@@ -123,11 +126,22 @@ void widen_range(const TensorView& t, int64_t first, int64_t count, T* out) {
       for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<T>(num::bits_f32(load32(p + 4 * i)));
       return;
     case DType::bf16:
-      for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<T>(num::bf16_bits_to_float(load16(p + 2 * i)));
+    case DType::fp16: {
+      const num::Half16 fmt = t.dtype == DType::bf16 ? num::Half16::bf16 : num::Half16::fp16;
+      if constexpr (std::is_same_v<T, float>) {
+        // The vectorized widening (same bits) where the bytes are 2-aligned, as tensor data is
+        // unless a file's header length is odd.
+        if (reinterpret_cast<std::uintptr_t>(p) % alignof(uint16_t) == 0) {
+          const auto* h = reinterpret_cast<const uint16_t*>(p);
+          for (std::size_t i = 0; i < n; i += 1u << 30)
+            num::widen_half16(h + i, static_cast<int>(std::min<std::size_t>(n - i, 1u << 30)), fmt, out + i);
+          return;
+        }
+      }
+      for (std::size_t i = 0; i < n; ++i)
+        out[i] = static_cast<T>(num::half16_bits_to_float(load16(p + 2 * i), fmt));
       return;
-    case DType::fp16:
-      for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<T>(num::fp16_bits_to_float(load16(p + 2 * i)));
-      return;
+    }
     case DType::e4m3: {
       const int64_t cols = t.shape[1];
       for (int64_t i = first; i < first + count; ++i)
@@ -334,6 +348,7 @@ struct Checkpoint::Impl {
   std::map<std::string, TensorView> tensors;
   std::string hash;
   std::vector<std::string> unused;
+  bool checked_finite = false;
   // Names served by another stored tensor: a tied checkpoint that stores the shared matrix only as
   // lm_head.weight serves model.embed_tokens.weight from it.
   std::map<std::string, std::string> aliases;
@@ -425,6 +440,7 @@ Checkpoint::~Checkpoint() = default;
 
 const std::string& Checkpoint::dir() const { return impl_->dir; }
 const ModelSpec& Checkpoint::spec() const { return impl_->spec; }
+bool Checkpoint::values_checked_finite() const { return impl_->checked_finite; }
 bool Checkpoint::has(const std::string& name) const { return impl_->find(name) != nullptr; }
 const TensorView& Checkpoint::tensor(const std::string& name) const {
   const TensorView* t = impl_->find(name);
@@ -578,6 +594,7 @@ Checkpoint Checkpoint::open(const std::string& dir_in, const CheckpointOptions& 
   }
 
   validate_fp8_tensors(spec, impl->tensors, config_path.string(), required_names);
+  impl->checked_finite = !options.allow_nonfinite;  // the hashing pass below checks every used tensor
 
   // The architecture's tensors, by name and shape.
   const std::vector<Required> req = required_tensors(spec);

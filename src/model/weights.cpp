@@ -39,7 +39,8 @@ std::vector<float> act_values(const TensorView& t, num::Half16 act) {
 // The act-dtype values as bit patterns: what the kernels stream (half the bytes of floats). A tensor
 // stored in the act dtype is its own bit patterns, widened and rounded back unchanged, unless it holds
 // a NaN (canonicalised by the rounding) or sits at an odd address: it is then a view of the mapping.
-Half16Bits act_bits(const TensorView& t, num::Half16 act) {
+// known_finite: the checkpoint was verified finite at open, so there is no NaN to scan for.
+Half16Bits act_bits(const TensorView& t, num::Half16 act, bool known_finite) {
   const auto n = static_cast<std::size_t>(t.numel());
   const bool same_format = (t.dtype == DType::bf16 && act == num::Half16::bf16) ||
                            (t.dtype == DType::fp16 && act == num::Half16::fp16);
@@ -47,6 +48,7 @@ Half16Bits act_bits(const TensorView& t, num::Half16 act) {
     const auto* bits = reinterpret_cast<const uint16_t*>(t.data);
     const uint16_t exp_mask = act == num::Half16::bf16 ? 0x7F80u : 0x7C00u;
     const uint16_t frac_mask = act == num::Half16::bf16 ? 0x007Fu : 0x03FFu;
+    if (known_finite) return Half16Bits::view(bits, n);
     std::atomic<bool> nan{false};
     parallel_for(n, 1 << 18, [&](std::size_t b, std::size_t e) {
       bool any = false;
@@ -71,10 +73,8 @@ std::vector<double> f64_values(const TensorView& t) {
   return v;
 }
 
-// `master`: scratch for an fp8 linear's float master, reused from one linear to the next (fresh
-// pages for every linear made page faults the larger part of preparing an 8B model's fp8 form).
 PreparedLinear prepare_linear(const Checkpoint& ckpt, const std::string& base, const PathStyle& style,
-                              bool fp8, bool has_bias, std::vector<float>& master) {
+                              bool fp8, bool has_bias) {
   const TensorView& t = ckpt.tensor(base + ".weight");
   PreparedLinear lin;
   lin.out = static_cast<int>(t.shape[0]);
@@ -104,14 +104,14 @@ PreparedLinear prepare_linear(const Checkpoint& ckpt, const std::string& base, c
   } else if (lin.fp8) {
     // The trainer's master weights (as stored; an fp8 checkpoint's dequantized values) are what the
     // refit quantizes: no bf16 detour.
-    master.resize(static_cast<std::size_t>(t.numel()));
-    parallel_for(master.size(), 1 << 16, [&](std::size_t b, std::size_t e) {
-      t.to_float(static_cast<int64_t>(b), static_cast<int64_t>(e - b), master.data() + b);
-    });
-    lin.wq = num::quantize_blocks(master.data(), lin.out, lin.in, 128, 128, style.weight_scale_options());
+    // Widened a block row at a time inside the quantizer: the float master is never held whole.
+    const int64_t cols = t.shape[1];
+    num::quantize_blocks_into(
+        [&t, cols](int r0, int r1, float* dst) { t.to_float(r0 * cols, (r1 - r0) * cols, dst); }, lin.out,
+        lin.in, 128, 128, style.weight_scale_options(), lin.wq);
     t.release_resident_pages();  // read once: not resident beside the form it became
   } else {
-    lin.w = act_bits(t, style.act);
+    lin.w = act_bits(t, style.act, ckpt.values_checked_finite());
   }
   if (has_bias) lin.bias = act_values(ckpt.tensor(base + ".bias"), style.act);
   return lin;
@@ -182,13 +182,12 @@ Weights walk_checkpoint(const Checkpoint& ckpt, const Embed& embed, const Vec& v
 
 PreparedWeights prepare_weights(const Checkpoint& ckpt, const PathStyle& style) {
   const int layers = ckpt.spec().layers;
-  std::vector<float> master;
   return walk_checkpoint<PreparedWeights>(
-      ckpt, [&](const TensorView& t) { return act_bits(t, style.act); },
+      ckpt, [&](const TensorView& t) { return act_bits(t, style.act, ckpt.values_checked_finite()); },
       [&](const std::string& name) { return act_values(ckpt.tensor(name), style.act); },
       [&](const std::string& base, int layer, bool bias) {
         const bool fp8 = layer >= 0 && style.layer_is_fp8(layer, layers);
-        return prepare_linear(ckpt, base, style, fp8, bias, master);
+        return prepare_linear(ckpt, base, style, fp8, bias);
       });
 }
 

@@ -66,26 +66,16 @@ Fp8Tensor quantize_blocks(const float* x, int rows, int cols, int block_rows, in
   return t;
 }
 
-void quantize_blocks_into(const float* x, int rows, int cols, int block_rows, int block_cols,
-                          const ScaleOptions& opt, Fp8Tensor& t) {
-  RLP_CHECK(rows >= 0 && cols >= 0, "quantize_blocks: negative shape {}x{}", rows, cols);
-  RLP_CHECK(block_rows > 0 && block_cols > 0, "quantize_blocks: block shape {}x{} must be positive",
-            block_rows, block_cols);
-  RLP_CHECK(x != nullptr || rows * cols == 0, "quantize_blocks: null input");
-  t.rows = rows;
-  t.cols = cols;
-  t.block_rows = block_rows;
-  t.block_cols = block_cols;
-  t.kind = opt.kind;
-  t.codes.resize(static_cast<size_t>(rows) * static_cast<size_t>(cols));
+namespace {
+
+// The block-row loop of quantize_blocks_into over a matrix whose rows `block_rows_of(r0, r1, buf)`
+// supplies (a pointer to rows [r0, r1), cols floats each, possibly written into buf); `last` is the
+// matrix's last element (NeMo RL's edge padding, block_amax).
+template <class BlockRows>
+void quantize_block_rows(const BlockRows& block_rows_of, float last, int rows, int cols, int block_rows,
+                         int block_cols, const ScaleOptions& opt, Fp8Tensor& t) {
   const int rb = t.row_blocks(), cb = t.col_blocks();
-  t.scale_inv.resize(static_cast<size_t>(rb) * static_cast<size_t>(cb));
-  if (rows == 0 || cols == 0) return;
-
   const RowFn row_fn = pick_row_fn(opt);
-  // NeMo RL's edge padding (block_amax).
-  const float last = x[static_cast<size_t>(rows) * static_cast<size_t>(cols) - 1];
-
   // Both passes walk whole rows of the block row (amax of every column block, then the codes):
   // long contiguous streams that the hardware prefetchers follow, instead of 128-float pieces of
   // 128 rows. The second pass reads the block row back from cache.
@@ -95,9 +85,10 @@ void quantize_blocks_into(const float* x, int rows, int cols, int block_rows, in
     for (size_t br = b0; br < b1; ++br) {
       const int r0 = static_cast<int>(br) * block_rows;
       const int r1 = std::min(rows, r0 + block_rows);
+      const float* xb = block_rows_of(r0, r1);
       std::fill(acc.begin(), acc.end(), AmaxAcc{});
       for (int r = r0; r < r1; ++r) {
-        const float* row = x + static_cast<size_t>(r) * static_cast<size_t>(cols);
+        const float* row = xb + static_cast<size_t>(r - r0) * static_cast<size_t>(cols);
         for (int bc = 0; bc < cb; ++bc) {
           const int c0 = bc * block_cols;
           amax_row(row + c0, std::min(cols, c0 + block_cols) - c0, acc[static_cast<size_t>(bc)]);
@@ -113,15 +104,59 @@ void quantize_blocks_into(const float* x, int rows, int cols, int block_rows, in
             scales[static_cast<size_t>(bc)].scale_inv;
       }
       for (int r = r0; r < r1; ++r) {
+        const size_t in = static_cast<size_t>(r - r0) * static_cast<size_t>(cols);
         const size_t off = static_cast<size_t>(r) * static_cast<size_t>(cols);
         for (int bc = 0; bc < cb; ++bc) {
           const int c0 = bc * block_cols;
-          row_fn(x + off + static_cast<size_t>(c0), t.codes.data() + off + static_cast<size_t>(c0),
+          row_fn(xb + in + static_cast<size_t>(c0), t.codes.data() + off + static_cast<size_t>(c0),
                  std::min(cols, c0 + block_cols) - c0, scales[static_cast<size_t>(bc)]);
         }
       }
     }
   });
+}
+
+// Shape checks and the output's buffers; false when there is nothing to quantize.
+bool shape_output(int rows, int cols, int block_rows, int block_cols, const ScaleOptions& opt, Fp8Tensor& t) {
+  RLP_CHECK(rows >= 0 && cols >= 0, "quantize_blocks: negative shape {}x{}", rows, cols);
+  RLP_CHECK(block_rows > 0 && block_cols > 0, "quantize_blocks: block shape {}x{} must be positive",
+            block_rows, block_cols);
+  t.rows = rows;
+  t.cols = cols;
+  t.block_rows = block_rows;
+  t.block_cols = block_cols;
+  t.kind = opt.kind;
+  t.codes.resize(static_cast<size_t>(rows) * static_cast<size_t>(cols));
+  t.scale_inv.resize(static_cast<size_t>(t.row_blocks()) * static_cast<size_t>(t.col_blocks()));
+  return rows != 0 && cols != 0;
+}
+
+}  // namespace
+
+void quantize_blocks_into(const float* x, int rows, int cols, int block_rows, int block_cols,
+                          const ScaleOptions& opt, Fp8Tensor& t) {
+  RLP_CHECK(x != nullptr || rows * cols == 0, "quantize_blocks: null input");
+  if (!shape_output(rows, cols, block_rows, block_cols, opt, t)) return;
+  const float last = x[static_cast<size_t>(rows) * static_cast<size_t>(cols) - 1];
+  quantize_block_rows([&](int r0, int) { return x + static_cast<size_t>(r0) * static_cast<size_t>(cols); },
+                      last, rows, cols, block_rows, block_cols, opt, t);
+}
+
+void quantize_blocks_into(const std::function<void(int r0, int r1, float* dst)>& rows_of, int rows, int cols,
+                          int block_rows, int block_cols, const ScaleOptions& opt, Fp8Tensor& t) {
+  if (!shape_output(rows, cols, block_rows, block_cols, opt, t)) return;
+  std::vector<float> last_row(static_cast<size_t>(cols));
+  rows_of(rows - 1, rows, last_row.data());
+  // One block row at a time per thread, in a buffer that keeps its capacity across calls (a fresh
+  // multi-megabyte allocation per block row would be fresh pages, i.e. page faults, every time).
+  quantize_block_rows(
+      [&](int r0, int r1) {
+        thread_local std::vector<float> buf;
+        buf.resize(static_cast<size_t>(r1 - r0) * static_cast<size_t>(cols));
+        rows_of(r0, r1, buf.data());
+        return static_cast<const float*>(buf.data());
+      },
+      last_row.back(), rows, cols, block_rows, block_cols, opt, t);
 }
 
 void quantize_per_token_vllm(const float* x, int rows, int cols, Fp8Tensor& t) {

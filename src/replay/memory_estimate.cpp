@@ -30,6 +30,7 @@ struct ParamCounts {
   // MoE layer's experts and shared expert) and their 128x128 blocks.
   std::vector<uint64_t> linear, fp8_scales;
   uint64_t largest_linear = 0;
+  uint64_t widest_linear = 0;  // the largest in-dimension of an fp8-able linear
   uint64_t other = 0;    // embeddings, lm_head copy, norms, biases, routers, shared-expert gates (never fp8)
   uint64_t vectors = 0;  // of which norms and biases
   uint64_t linear_total() const {
@@ -60,6 +61,7 @@ ParamCounts count_params(const ModelSpec& s) {
       const uint64_t per = std::max(sat_mul((o + 127) / 128, (i + 127) / 128), s.fp8.per_channel ? o : 0);
       blocks = sat_add(blocks, sat_mul(count, per));
       c.largest_linear = std::max(c.largest_linear, sat_mul(o, i));
+      c.widest_linear = std::max(c.widest_linear, i);
     };
     add(1, q, H);
     add(2, kv, H);
@@ -149,7 +151,10 @@ MemoryEstimate estimate_replay_memory(const ReplayPlan& plan, const std::vector<
       const auto li = static_cast<std::size_t>(l);
       if (s.fp8_linear && s.layer_is_fp8(l, spec.layers)) {
         b = sat_add(b, sat_add(pc.linear[li], sat_mul(4, pc.fp8_scales[li])));
-        largest_fp8_temp = sat_mul(4, pc.largest_linear);  // float master copy while quantizing one linear
+        // Each quantizing thread widens one 128-row block row of a linear at a time (quantize.hpp).
+        const uint64_t hw = std::max(1u, std::thread::hardware_concurrency());
+        const uint64_t workers = plan.threads > 0 ? u(plan.threads) : hw;
+        largest_fp8_temp = sat_mul(sat_mul(workers, 128 * 4), pc.widest_linear);
       } else {
         b = sat_add(b, sat_mul(half, pc.linear[li]));
       }
@@ -184,7 +189,8 @@ MemoryEstimate estimate_replay_memory(const ReplayPlan& plan, const std::vector<
                                  : "16-bit matrices at 2 B/param"),
       peak_forms);
   if (largest_fp8_temp)
-    est.parts.emplace_back("fp8 quantization temporary (largest linear as float32)", largest_fp8_temp);
+    est.parts.emplace_back("fp8 quantization temporaries (a 128-row block row as float32 per thread)",
+                           largest_fp8_temp);
   if (plan.needs_kv_scales) {
     PathStyle calib = default_training_style();
     est.parts.emplace_back("fp8 KV-scale calibration: its act-dtype form while calibrating",

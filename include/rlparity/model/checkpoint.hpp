@@ -89,6 +89,9 @@ class Checkpoint {
   // 64-bit content hash (16 hex digits) of config.json and every tensor's name, dtype, shape and
   // bytes; deterministic and independent of the thread count (see src/model/checkpoint.cpp).
   const std::string& content_hash() const;
+  // True when open verified every used tensor finite (no --allow-nonfinite): consumers need not scan
+  // for NaN again.
+  bool values_checked_finite() const;
   // Tensors present in the files that the architecture does not use (listed, never silently ignored).
   const std::vector<std::string>& unused_tensors() const;
   // InputError if any file's size or mtime changed since open (called before tensor bytes are read).

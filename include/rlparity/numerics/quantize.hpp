@@ -5,6 +5,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "rlparity/numerics/formats.hpp"
@@ -40,6 +41,12 @@ Fp8Tensor quantize_blocks(const float* x, int rows, int cols, int block_rows, in
 // shape repeats: the steady state of a refit or of per-step activation quantization).
 void quantize_blocks_into(const float* x, int rows, int cols, int block_rows, int block_cols,
                           const ScaleOptions& opt, Fp8Tensor& out);
+// The same bits with the matrix supplied a block row at a time: rows_of(r0, r1, dst) writes rows
+// [r0, r1) (cols floats each) to dst, from any thread. Each block row is widened into a per-thread
+// buffer that stays in cache for both passes, so a refit never holds a weight's whole float master
+// and reads its stored bytes once.
+void quantize_blocks_into(const std::function<void(int r0, int r1, float* dst)>& rows_of, int rows, int cols,
+                          int block_rows, int block_cols, const ScaleOptions& opt, Fp8Tensor& out);
 
 // vLLM's dynamic per-token quantization (scaling.hpp vllm_token_scale / vllm_token_quantize) of
 // x (rows x cols) into `out`: e4m3 codes, blocks of 1 x cols, scale_inv = the row's scale.
