@@ -25,7 +25,6 @@
 
 #include "model/safetensors.hpp"
 #include "rlparity/numerics/formats.hpp"
-#include "rlparity/numerics/gemm.hpp"  // widen_half16
 #include "rlparity/util/error.hpp"
 #include "rlparity/util/json_depth.hpp"
 #include "rlparity/util/parallel.hpp"

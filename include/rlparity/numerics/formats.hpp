@@ -237,4 +237,8 @@ RLP_HD float ue8m0_to_float(uint8_t c) {
   return bits_f32(static_cast<uint32_t>(c) << 23);
 }
 
+// dst[i] = bf16_bits_to_float / fp16_bits_to_float of src[i] (vectorized; same bits, NaNs included;
+// src/numerics/widen_half16.cpp). Host only.
+void widen_half16(const uint16_t* src, int n, Half16 fmt, float* dst);
+
 }  // namespace rlp::num

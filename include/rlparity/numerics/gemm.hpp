@@ -62,8 +62,6 @@ void gemm_f32acc(const float* X, const float* W, float* Y, int M, int N, int K, 
 // each K slice of W exactly (widen_half16) just before its fma chains read it.
 void gemm_f32acc(const float* X, const uint16_t* W, Half16 wfmt, float* Y, int M, int N, int K,
                  const GemmConfig& cfg);
-// dst[i] = bf16_bits_to_float / fp16_bits_to_float of src[i] (vectorized; same bits, NaNs included).
-void widen_half16(const uint16_t* src, int n, Half16 fmt, float* dst);
 
 void gemm_fp8_blockscaled(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, const GemmConfig& cfg);
 
