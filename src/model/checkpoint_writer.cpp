@@ -55,26 +55,28 @@ std::vector<TensorData> make_fp8_block_tensors(const std::string& base, int64_t 
   return {std::move(w), std::move(s)};
 }
 
+namespace {
+// x as a tensor of `d` holds it (f32 as is).
+float round_to(DType d, float x) {
+  return d == DType::bf16 ? num::round_bf16(x) : d == DType::fp16 ? num::round_fp16(x) : x;
+}
+}  // namespace
+
 std::vector<TensorData> make_fp8_channel_tensors(const std::string& base, int64_t rows, int64_t cols,
                                                  const std::vector<float>& master, DType scale_dtype) {
   RLP_CHECK(static_cast<std::size_t>(rows * cols) == master.size(),
             "make_fp8_channel_tensors({}): {} values for {}x{}", base, master.size(), rows, cols);
-  auto in_dtype = [scale_dtype](float x) {
-    return scale_dtype == DType::bf16   ? num::round_bf16(x)
-           : scale_dtype == DType::fp16 ? num::round_fp16(x)
-                                        : x;
-  };
   std::vector<float> scales(static_cast<std::size_t>(rows));
   std::vector<float> codes_as_values(master.size());
   for (int64_t r = 0; r < rows; ++r) {
     const float* w = master.data() + r * cols;
     float amax = 0.0f;
     for (int64_t c = 0; c < cols; ++c) amax = std::max(amax, std::fabs(w[c]));
-    float s = in_dtype(amax / num::kE4M3Max);
+    float s = round_to(scale_dtype, amax / num::kE4M3Max);
     if (!(s > 0.0f)) s = 1.0f;
     scales[static_cast<std::size_t>(r)] = s;
     for (int64_t c = 0; c < cols; ++c) {
-      const float q = std::clamp(in_dtype(w[c] / s), -num::kE4M3Max, num::kE4M3Max);
+      const float q = std::clamp(round_to(scale_dtype, w[c] / s), -num::kE4M3Max, num::kE4M3Max);
       codes_as_values[static_cast<std::size_t>(r * cols + c)] = q;  // make_tensor casts with RNE
     }
   }
@@ -386,8 +388,7 @@ void write_random_checkpoint(const RandomCheckpointOptions& o) {
       }
       // The values as `dtype` holds them (an fp8 linear's master before it is quantized).
       if (fp8 || post)
-        for (auto& x : v)
-          x = o.dtype == DType::bf16 ? num::round_bf16(x) : o.dtype == DType::fp16 ? num::round_fp16(x) : x;
+        for (auto& x : v) x = round_to(o.dtype, x);
       if (fp8 && o.fp8_channel) return make_fp8_channel_tensors(module, shape[0], shape[1], v, o.dtype);
       if (fp8) return make_fp8_block_tensors(module, shape[0], shape[1], v, o.quant, scale_suffix);
       if (post) post(v);

@@ -581,13 +581,11 @@ nlohmann::json ModelSpec::to_json() const {
             {"qkv_bias", qkv_bias},   {"qk_norm", qk_norm},       {"tied_embeddings", tied_embeddings},
             {"bos_token", bos_token}, {"eos_token", eos_token},   {"stop_tokens", stop_tokens}};
   // Recorded only for fp8 checkpoints: other run files keep their model_spec as it was.
-  if (fp8.enabled) {
-    j["quantization"] = {{"method", fp8.method},
-                         {"weight_block_size", {fp8.block_rows, fp8.block_cols}},
-                         {"not_converted", fp8.not_converted}};
-    // (block checkpoints' spec reads as before)
-    if (fp8.per_channel) j["quantization"]["weight_block_size"] = "per-channel";
-  }
+  if (fp8.enabled)
+    j["quantization"] = {
+        {"method", fp8.method},
+        {"weight_block_size", fp8.per_channel ? json("per-channel") : json({fp8.block_rows, fp8.block_cols})},
+        {"not_converted", fp8.not_converted}};
   if (num_experts > 0)  // dense models' spec reads as before
     j["moe"] = {{"num_experts", num_experts},
                 {"experts_per_tok", experts_per_tok},

@@ -29,7 +29,6 @@ struct ParamCounts {
   // Per layer: the weights of its linears an fp8 path quantizes (q, k, v, o and the dense MLP, or a
   // MoE layer's experts and shared expert) and their 128x128 blocks.
   std::vector<uint64_t> linear, fp8_scales;
-  uint64_t largest_linear = 0;
   uint64_t widest_linear = 0;  // the largest in-dimension of an fp8-able linear
   uint64_t other = 0;    // embeddings, lm_head copy, norms, biases, routers, shared-expert gates (never fp8)
   uint64_t vectors = 0;  // of which norms and biases
@@ -60,7 +59,6 @@ ParamCounts count_params(const ModelSpec& s) {
       // (a per-channel checkpoint's own form holds one scale per row)
       const uint64_t per = std::max(sat_mul((o + 127) / 128, (i + 127) / 128), s.fp8.per_channel ? o : 0);
       blocks = sat_add(blocks, sat_mul(count, per));
-      c.largest_linear = std::max(c.largest_linear, sat_mul(o, i));
       c.widest_linear = std::max(c.widest_linear, i);
     };
     add(1, q, H);
@@ -137,6 +135,8 @@ MemoryEstimate estimate_replay_memory(const ReplayPlan& plan, const std::vector<
   MemoryEstimate est;
   est.mapped_checkpoint = storage.mapped_bytes;
   const ParamCounts pc = count_params(spec);
+  const uint64_t threads =
+      plan.threads > 0 ? u(plan.threads) : std::max(1u, std::thread::hardware_concurrency());
   const uint64_t L = u(spec.layers);
 
   // One prepared form's own bytes: 16-bit matrices at 2 B/param (none when they are views of the
@@ -152,9 +152,7 @@ MemoryEstimate estimate_replay_memory(const ReplayPlan& plan, const std::vector<
       if (s.fp8_linear && s.layer_is_fp8(l, spec.layers)) {
         b = sat_add(b, sat_add(pc.linear[li], sat_mul(4, pc.fp8_scales[li])));
         // Each quantizing thread widens one 128-row block row of a linear at a time (quantize.hpp).
-        const uint64_t hw = std::max(1u, std::thread::hardware_concurrency());
-        const uint64_t workers = plan.threads > 0 ? u(plan.threads) : hw;
-        largest_fp8_temp = sat_mul(sat_mul(workers, 128 * 4), pc.widest_linear);
+        largest_fp8_temp = sat_mul(sat_mul(threads, 128 * 4), pc.widest_linear);
       } else {
         b = sat_add(b, sat_mul(half, pc.linear[li]));
       }
@@ -210,9 +208,7 @@ MemoryEstimate estimate_replay_memory(const ReplayPlan& plan, const std::vector<
     total_tokens = sat_add(total_tokens, n);
     total_response = sat_add(total_response, r);
   }
-  const uint64_t hw = std::max(1u, std::thread::hardware_concurrency());
-  const uint64_t workers =
-      std::max<uint64_t>(1, std::min<uint64_t>(plan.threads > 0 ? u(plan.threads) : hw, inputs.size()));
+  const uint64_t workers = std::max<uint64_t>(1, std::min<uint64_t>(threads, inputs.size()));
   uint64_t per_worker = sat_mul(2, path_bytes(spec, longest, longest_r, 4));
   if (opt.oracle) per_worker = sat_add(per_worker, path_bytes(spec, longest, longest_r, 8));
   est.parts.emplace_back(

@@ -21,8 +21,6 @@ void EmulatedOps::gemm(const Mat& x, const PreparedLinear& lin, Mat& y, bool out
   // Kernel selection sees M = the engine's decode batch during decode steps (however many rows this
   // call groups), the token count otherwise.
   const int m_kernel = decode_step ? style_.decode_m() : (m_select > 0 ? m_select : n);
-  num::GemmConfig cfg = style_.gemm_config(m_kernel, lin.in);
-  if (out_fp32 || !lin.bias.empty()) cfg.out = num::OutRound::fp32;
   y.resize(n, lin.out);
   if (lin.per_channel) {
     // vLLM's Fp8LinearOp: per-token activation scales, CUTLASS scaled_mm with its epilogue (bias
@@ -34,6 +32,8 @@ void EmulatedOps::gemm(const Mat& x, const PreparedLinear& lin, Mat& y, bool out
                             out_fp32 ? num::OutRound::fp32 : num::out_round_of(style_.act));
     return;
   }
+  num::GemmConfig cfg = style_.gemm_config(m_kernel, lin.in);
+  if (out_fp32 || !lin.bias.empty()) cfg.out = num::OutRound::fp32;
   if (lin.fp8) {
     const num::Fp8Tensor xq = num::quantize_blocks(x.data(), n, lin.in, 1, 128, style_.act_scale_options());
     num::gemm_fp8_blockscaled(xq, lin.wq, y.data(), cfg);
