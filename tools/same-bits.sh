@@ -8,7 +8,8 @@
 #
 # Cases: stories260K with all five recipes and layer/knob attribution; a Qwen2 checkpoint with the
 # fp8 KV cache (fp8-e2e-kv, vLLM's scale method); a Llama checkpoint with split-KV decode attention
-# and fp32 residuals; an inspect of the Llama checkpoint; a Qwen2-MoE checkpoint (shared expert,
+# and fp32 residuals; an inspect of the Llama checkpoint; a Llama whose linears are whole 128x128
+# blocks (fp8-e2e's two refits share one form); a Qwen2-MoE checkpoint (shared expert,
 # near-tied routers) with routing replay ids+weights. About a minute on 2 cores.
 set -euo pipefail
 BUILD=$1 OUT=$2 REF=${3:-}
@@ -19,6 +20,8 @@ mkdir -p "$OUT"
   --vocab 512 --seed 7 --dtype bf16 --out "$OUT/qwen2" >/dev/null
 [[ -d $OUT/llama ]] || $MK --arch llama3 --hidden 128 --intermediate 384 --layers 3 --heads 4 --kv-heads 2 \
   --vocab 384 --seed 11 --out "$OUT/llama" >/dev/null
+[[ -d $OUT/llama128 ]] || $MK --arch llama --hidden 256 --intermediate 384 --layers 2 --heads 4 --kv-heads 2 \
+  --vocab 384 --seed 13 --dtype bf16 --out "$OUT/llama128" >/dev/null
 [[ -d $OUT/qwen2moe ]] || $MK --arch qwen2-moe --hidden 128 --layers 2 --heads 4 --kv-heads 2 --vocab 512 \
   --experts 6 --top-k 2 --router-near-tie --seed 5 --dtype bf16 --out "$OUT/qwen2moe" >/dev/null
 common=(--force -q --threads 2 --max-new-tokens 12)
@@ -32,8 +35,10 @@ $RLP replay "${common[@]}" --checkpoint "$OUT/qwen2" --recipes fp8-e2e-kv,bf16 -
 $RLP replay "${common[@]}" --checkpoint "$OUT/llama" --recipes bf16,fp8-gen --gen-attention split-kv:8 \
   --gen-attn-block 4 --train-residual fp32 --gen-fp8-accum hopper --inputs "$OUT/prompts.jsonl" -o "$OUT/llama.h5"
 $RLP inspect --force -q --checkpoint "$OUT/llama" -o "$OUT/inspect.h5"
+$RLP replay "${common[@]}" --checkpoint "$OUT/llama128" --recipes fp8-gen,fp8-e2e --inputs "$OUT/prompts.jsonl" \
+  -o "$OUT/llama128.h5"
 $RLP replay "${common[@]}" --checkpoint "$OUT/qwen2moe" --recipes bf16,fp8-e2e --routing-replay ids+weights \
   --inputs "$OUT/prompts.jsonl" -o "$OUT/qwen2moe.h5"
 if [[ -n $REF ]]; then
-  /usr/bin/python3 tools/same-bits.py "$REF" "$OUT" stories.h5 qwen2.h5 llama.h5 inspect.h5 qwen2moe.h5
+  /usr/bin/python3 tools/same-bits.py "$REF" "$OUT" stories.h5 qwen2.h5 llama.h5 inspect.h5 llama128.h5 qwen2moe.h5
 fi

@@ -2,8 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <iterator>
+#include <limits>
 
 #include "rlparity/numerics/formats.hpp"
 #include "rlparity/numerics/ops.hpp"
@@ -128,6 +131,35 @@ std::string weights_key(const PathStyle& s) {
   return fmt::format("act={};fp8;first={};last={};wq={};pow2={};eps={};kind={}", static_cast<int>(s.act),
                      s.bf16_first_layers, s.bf16_last_layers, static_cast<int>(o.convention), o.pow2, o.eps,
                      static_cast<int>(o.kind));
+}
+
+std::string refit_group_key(const PathStyle& s) {
+  const num::ScaleOptions o = s.weight_scale_options();
+  const bool agreeing =
+      s.fp8_linear && !s.weight_from_checkpoint && !o.pow2 &&
+      (o.convention == num::ScaleConvention::te || o.convention == num::ScaleConvention::nemo_refit);
+  if (!agreeing) return weights_key(s);
+  PathStyle t = s;  // both conventions' default amax floor is 0: the key's eps stays equal
+  t.weight_quant = num::ScaleConvention::te;
+  return weights_key(t) + ";refit=te|nemo-refit";
+}
+
+bool refit_form_is_shareable(const PreparedWeights& w, const Checkpoint& ckpt) {
+  if (!ckpt.values_checked_finite()) return false;  // TE's amax skips a NaN, NeMo's propagates it
+  auto whole_normal_blocks = [](const PreparedLinear& lin) {
+    if (!lin.fp8) return true;
+    const num::Fp8Tensor& q = lin.wq;
+    // NeMo pads a partial edge block with the weight's last element before its amax; TE masks it.
+    if (lin.per_channel || q.block_rows != 128 || q.block_cols != 128 || q.rows % 128 != 0 ||
+        q.cols % 128 != 0)
+      return false;
+    return std::all_of(q.scale_inv.begin(), q.scale_inv.end(),
+                       [](float s) { return s >= std::numeric_limits<float>::min(); });  // NaN fails too
+  };
+  return std::all_of(w.layers.begin(), w.layers.end(), [&](const PreparedLayer& l) {
+    return std::all_of(std::begin(l.proj), std::end(l.proj), whole_normal_blocks) &&
+           std::all_of(l.experts.begin(), l.experts.end(), whole_normal_blocks);
+  });
 }
 
 namespace {

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 
 #include "rlparity/dist/job.hpp"
 #include "rlparity/dist/pack.hpp"
@@ -158,39 +159,69 @@ class ResourceLog {
   };
   Scope phase(const char* name) { return Scope(*this, name); }
   void sample() { anon_max_ = std::max(anon_max_, proc_status_bytes("RssAnon")); }
+  // Weight forms prepared, and forms that read their group's form instead (counted once each).
+  void form_prepared() { ++forms_prepared_; }
+  void form_shared(std::size_t form) { forms_shared_.insert(form); }
   nlohmann::json to_json() const {
     return {{"phase_seconds", seconds_},
             {"peak_rss_bytes", proc_status_bytes("VmHWM")},
-            {"max_anon_rss_bytes", anon_max_}};
+            {"max_anon_rss_bytes", anon_max_},
+            {"weight_forms_prepared", forms_prepared_},
+            {"weight_forms_shared", forms_shared_.size()}};
   }
 
  private:
   std::map<std::string, double> seconds_;
+  int forms_prepared_ = 0;
+  std::set<std::size_t> forms_shared_;
   int64_t anon_max_ = -1;
 };
 
-// Weights in the plan's forms: prepared on first use, kept here or in the caller's cache.
+// Weights in the plan's forms: prepared on first use, kept here or in the caller's cache. A form
+// whose group's first form is held reads that form's weights when they are the same bits
+// (refit_form_is_shareable; ReplayPlan::form_group).
 class WeightsSource {
  public:
   WeightsSource(const Checkpoint& ckpt, const ReplayPlan& plan, PreparedWeightsCache* cache,
                 ResourceLog* log = nullptr)
       : ckpt_(ckpt), plan_(plan), cache_(cache), log_(log), own_(plan.weight_forms.size()) {}
   const PreparedWeights& get(std::size_t form) {
-    const PathStyle& style = plan_.weight_forms[form];
-    std::unique_ptr<PreparedWeights>& slot = cache_ ? cache_->by_key[weights_key(style)] : own_[form];
-    if (!slot) {
-      std::optional<ResourceLog::Scope> timed;
-      if (log_) timed.emplace(*log_, "prepare_weights");
-      slot = std::make_unique<PreparedWeights>(prepare_weights(ckpt_, style));
+    const std::size_t lead = plan_.form_group[form];
+    if (lead != form && slot(lead)) {
+      if (refit_form_is_shareable(*slot(lead), ckpt_)) {
+        if (log_) log_->form_shared(form);
+        return *slot(lead);
+      }
+      // path_schedule ran the lead's paths first: this form is prepared on its own, the lead gone.
+      release(lead);
+      ckpt_.release_resident_pages();
     }
-    return *slot;
+    std::unique_ptr<PreparedWeights>& s = slot(form);
+    if (!s) {
+      std::optional<ResourceLog::Scope> timed;
+      if (log_) {
+        timed.emplace(*log_, "prepare_weights");
+        log_->form_prepared();
+      }
+      s = std::make_unique<PreparedWeights>(prepare_weights(ckpt_, plan_.weight_forms[form]));
+    }
+    return *s;
   }
-  // Frees a form this source owns (a caller's cache keeps its forms for later replays).
+  // Frees the forms of `form`'s group that this source owns (a caller's cache keeps its forms for
+  // later replays).
+  void release_group(std::size_t form) {
+    for (std::size_t f = 0; f < own_.size(); ++f)
+      if (plan_.form_group[f] == plan_.form_group[form]) release(f);
+  }
+
+ private:
+  std::unique_ptr<PreparedWeights>& slot(std::size_t form) {
+    return cache_ ? cache_->by_key[weights_key(plan_.weight_forms[form])] : own_[form];
+  }
   void release(std::size_t form) {
     if (!cache_) own_[form].reset();
   }
 
- private:
   const Checkpoint& ckpt_;
   const ReplayPlan& plan_;
   PreparedWeightsCache* cache_;
@@ -380,9 +411,11 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
     const auto timed = resources.phase("sampling");
     sample_missing(spec, w, sampler, opt, shard, inputs);
   }
-  if (std::none_of(plan.schedule.begin(), plan.schedule.end(),
-                   [&](const ReplayPlan::PathRun& r) { return r.form == plan.sampler_form; }))
-    weights.release(plan.sampler_form);
+  const auto group_of = [&](std::size_t form) { return plan.form_group[form]; };
+  if (std::none_of(plan.schedule.begin(), plan.schedule.end(), [&](const ReplayPlan::PathRun& r) {
+        return group_of(r.form) == group_of(plan.sampler_form);
+      }))
+    weights.release_group(plan.sampler_form);
   for (const auto& in : inputs) {
     if (in.response.empty()) RLP_THROW_INPUT("sequence '{}' (line {}): empty response", in.id, in.line);
     if (in.prompt.size() + in.response.size() > static_cast<std::size_t>(spec.max_positions))
@@ -602,7 +635,8 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
         const std::size_t ri = path.recipe;
         const Recipe& rc = recipes[ri];
         // A new form: the pages the previous phase read need not stay resident beside it.
-        if (u > 0 && plan.schedule[u - 1].form != path.form) ckpt.release_resident_pages();
+        if (u > 0 && group_of(plan.schedule[u - 1].form) != group_of(path.form))
+          ckpt.release_resident_pages();
         const std::unique_ptr<PathRunner> runner = make_runner(path.train ? rc.train : rc.gen, path.form);
         const auto timed = resources.phase(path.train ? "training_paths" : "generation_paths");
         for (std::size_t g = 0; g < NG; ++g) {
@@ -628,10 +662,10 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
           done_tokens += group_tokens[g];
           report(done_tokens);
         }
-        const bool last_use =
-            std::none_of(plan.schedule.begin() + static_cast<std::ptrdiff_t>(u) + 1, plan.schedule.end(),
-                         [&](const ReplayPlan::PathRun& r) { return r.form == path.form; });
-        if (last_use) weights.release(path.form);
+        const bool last_use = std::none_of(
+            plan.schedule.begin() + static_cast<std::ptrdiff_t>(u) + 1, plan.schedule.end(),
+            [&](const ReplayPlan::PathRun& r) { return group_of(r.form) == group_of(path.form); });
+        if (last_use) weights.release_group(path.form);
       }
     }
   };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <utility>
 
 #include "rlparity/model/weights.hpp"
 #include "rlparity/util/error.hpp"
@@ -109,7 +110,14 @@ ReplayPlan make_replay_plan(const ModelSpec& spec, const ReplayOptions& options,
     plan.needs_kv_scales = plan.needs_kv_scales || r.needs_kv_scales();
   }
   plan.sampler_form = form_of(plan.sampler.gen, plan.weight_forms, keys);
-  plan.schedule = path_schedule(plan.recipe_forms, options.routing_replay != RoutingReplayMode::off);
+  std::vector<std::string> group_keys;
+  for (const PathStyle& form : plan.weight_forms) {
+    group_keys.push_back(refit_group_key(form));
+    plan.form_group.push_back(static_cast<std::size_t>(
+        std::find(group_keys.begin(), group_keys.end(), group_keys.back()) - group_keys.begin()));
+  }
+  plan.schedule =
+      path_schedule(plan.recipe_forms, plan.form_group, options.routing_replay != RoutingReplayMode::off);
   plan.attribution = plan_attribution(plan, attribution);
   // The MoE knobs act (and are recorded) only on MoE checkpoints.
   std::vector<Recipe*> all = {&plan.sampler, &plan.attribution.recipe};
@@ -120,6 +128,7 @@ ReplayPlan make_replay_plan(const ModelSpec& spec, const ReplayOptions& options,
 }
 
 std::vector<ReplayPlan::PathRun> path_schedule(const std::vector<ReplayPlan::PathForms>& recipe_forms,
+                                               const std::vector<std::size_t>& form_group,
                                                bool routing_replay) {
   std::vector<ReplayPlan::PathRun> runs;
   for (std::size_t r = 0; r < recipe_forms.size(); ++r) {
@@ -134,8 +143,9 @@ std::vector<ReplayPlan::PathRun> path_schedule(const std::vector<ReplayPlan::Pat
   auto rank = [&](std::size_t form) {
     return std::find(first_use.begin(), first_use.end(), form) - first_use.begin();
   };
+  auto group = [&](std::size_t form) { return form < form_group.size() ? form_group[form] : form; };
   std::stable_sort(runs.begin(), runs.end(), [&](const ReplayPlan::PathRun& a, const ReplayPlan::PathRun& b) {
-    return rank(a.form) < rank(b.form);
+    return std::pair{rank(group(a.form)), rank(a.form)} < std::pair{rank(group(b.form)), rank(b.form)};
   });
   return runs;
 }

@@ -57,7 +57,7 @@ TEST_F(Plan, TheScheduleRunsOneFormAtATime) {
                                  {1, false, vllm}, {2, false, vllm}, {2, true, te}};
   EXPECT_EQ(got, want);
   EXPECT_EQ(schedule_waiting_paths(p.schedule), 1u);
-  const auto natural = path_schedule(p.recipe_forms, /*routing_replay=*/true);
+  const auto natural = path_schedule(p.recipe_forms, p.form_group, /*routing_replay=*/true);
   ASSERT_EQ(natural.size(), 6u);
   for (std::size_t i = 0; i < 6; ++i) {
     EXPECT_EQ(natural[i].recipe, i / 2);
@@ -66,7 +66,7 @@ TEST_F(Plan, TheScheduleRunsOneFormAtATime) {
   // Recipes whose generation form comes first everywhere: gen paths of three recipes before any
   // training path leaves three waiting.
   const std::vector<ReplayPlan::PathForms> forms = {{0, 1}, {0, 1}, {0, 1}};
-  EXPECT_EQ(schedule_waiting_paths(path_schedule(forms, false)), 3u);
+  EXPECT_EQ(schedule_waiting_paths(path_schedule(forms, {}, false)), 3u);
 }
 
 TEST_F(Plan, TheSamplerKeepsABf16KvCache) {

@@ -89,6 +89,10 @@ struct ReplayPlan {
   };
   std::vector<PathForms> recipe_forms;  // parallel to recipes
   std::size_t sampler_form = 0;
+  // form_group[f]: the first form whose prepared weights may serve form f too (refit_group_key:
+  // TE's and NeMo RL's refit agree on most checkpoints), f itself when none. run_replay shares them
+  // when refit_form_is_shareable confirms it on the prepared data.
+  std::vector<std::size_t> form_group;
   // The order run_replay runs the recipes' paths in (path_schedule). A recipe's kept outputs wait
   // until both its paths ran; a form is prepared before its first run and released after its last.
   struct PathRun {
@@ -116,9 +120,11 @@ ReplayPlan make_replay_plan(const ModelSpec& spec, const ReplayOptions& options,
 
 // Every recipe's generation path, then its training path, grouped by weight form (the forms in order
 // of first use), so that a replay holds one prepared fp8 form at a time: an 8B model's fp8 form is
-// 7 GB. With routing replay the order stays recipe by recipe (a training path reads its generation
-// path's routing tape).
+// 7 GB. Forms of one group (form_group) run next to each other, the group's first form first, so
+// that a form the first one cannot serve is prepared after the first is released. With routing
+// replay the order stays recipe by recipe (a training path reads its generation path's routing tape).
 std::vector<ReplayPlan::PathRun> path_schedule(const std::vector<ReplayPlan::PathForms>& recipe_forms,
+                                               const std::vector<std::size_t>& form_group,
                                                bool routing_replay);
 // The most recipes that have one path run and wait for the other, at any point of the schedule: how
 // many paths' outputs a block keeps besides the running one (1 for the default schedules).
