@@ -86,13 +86,13 @@ std::string weights_key(const PathStyle& style);
 PreparedWeights prepare_weights(const Checkpoint& ckpt, const PathStyle& style);
 
 // One prepared form for two refits. TE's and NeMo RL's weight quantizers give every whole 128x128
-// block of finite weights the same codes and scale_inv when scales are not powers of two, unless the
-// block's amax is below 448/FLT_MAX (docs/kernel-paths.md, "One form for TE's and NeMo RL's
-// refit"). refit_group_key is weights_key with those two conventions named alike where that
-// holds: forms with equal group keys may share one prepared form. Whether they do is a property of
-// the weights, which refit_form_is_shareable checks on a form prepared under either convention:
-// the checkpoint verified finite, every fp8 linear whole blocks, and every scale_inv at least
-// FLT_MIN (a block with amax under 448/FLT_MAX has scale_inv 1/FLT_MAX under TE and 0 under NeMo).
+// block of finite weights the same codes and scale_inv when scales are not powers of two, unless
+// the block's amax is below 448/FLT_MAX (docs/numerics.md, "One form for TE's and NeMo RL's
+// refit"). refit_group_key is weights_key with those two conventions named alike where that holds:
+// forms with equal group keys may share one prepared form. Whether they do is a property of the
+// weights, which refit_form_is_shareable checks on a form prepared under either convention: the
+// checkpoint verified finite, every fp8 linear whole blocks, and every scale_inv at least FLT_MIN
+// (a block with amax under 448/FLT_MAX has scale_inv 1/FLT_MAX under TE and 0 under NeMo).
 std::string refit_group_key(const PathStyle& style);
 bool refit_form_is_shareable(const PreparedWeights& w, const Checkpoint& ckpt);
 
