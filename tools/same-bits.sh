@@ -8,8 +8,9 @@
 #
 # Cases: stories260K with all five recipes and layer/knob attribution; a Qwen2 checkpoint with the
 # fp8 KV cache (fp8-e2e-kv, vLLM's scale method); a Llama checkpoint with split-KV decode attention
-# and fp32 residuals; an inspect of the Llama checkpoint; a Llama whose linears are whole 128x128
-# blocks (fp8-e2e's two refits share one form); a Qwen2-MoE checkpoint (shared expert,
+# and fp32 residuals; an inspect of the Llama checkpoint; the Llama with both paths teacher-forced
+# (one form: groups of one sequence per worker, blocks of one group); a Llama whose linears are whole
+# 128x128 blocks (fp8-e2e's two refits share one form); a Qwen2-MoE checkpoint (shared expert,
 # near-tied routers) with routing replay ids+weights. About a minute on 2 cores.
 set -euo pipefail
 BUILD=$1 OUT=$2 REF=${3:-}
@@ -35,10 +36,12 @@ $RLP replay "${common[@]}" --checkpoint "$OUT/qwen2" --recipes fp8-e2e-kv,bf16 -
 $RLP replay "${common[@]}" --checkpoint "$OUT/llama" --recipes bf16,fp8-gen --gen-attention split-kv:8 \
   --gen-attn-block 4 --train-residual fp32 --gen-fp8-accum hopper --inputs "$OUT/prompts.jsonl" -o "$OUT/llama.h5"
 $RLP inspect --force -q --checkpoint "$OUT/llama" -o "$OUT/inspect.h5"
+$RLP replay "${common[@]}" --checkpoint "$OUT/llama" --recipes bf16 --gen-mode teacher-forced \
+  --inputs "$OUT/prompts.jsonl" -o "$OUT/teacher.h5"
 $RLP replay "${common[@]}" --checkpoint "$OUT/llama128" --recipes fp8-gen,fp8-e2e --inputs "$OUT/prompts.jsonl" \
   -o "$OUT/llama128.h5"
 $RLP replay "${common[@]}" --checkpoint "$OUT/qwen2moe" --recipes bf16,fp8-e2e --routing-replay ids+weights \
   --inputs "$OUT/prompts.jsonl" -o "$OUT/qwen2moe.h5"
 if [[ -n $REF ]]; then
-  /usr/bin/python3 tools/same-bits.py "$REF" "$OUT" stories.h5 qwen2.h5 llama.h5 inspect.h5 llama128.h5 qwen2moe.h5
+  /usr/bin/python3 tools/same-bits.py "$REF" "$OUT" stories.h5 qwen2.h5 llama.h5 inspect.h5 teacher.h5 llama128.h5 qwen2moe.h5
 fi

@@ -224,14 +224,16 @@ MemoryEstimate estimate_replay_memory(const ReplayPlan& plan, const std::vector<
   // bound takes the largest group and the block budget instead.
   bool all_given = true;
   for (const auto& in : inputs) all_given = all_given && in.has_response;
-  const uint64_t group = replay_group_size(spec, inputs.size(), longest_r);
+  const std::size_t cap = plan.group_cap(static_cast<std::size_t>(threads));
+  const uint64_t group = replay_group_size(spec, inputs.size(), longest_r, cap);
   const uint64_t group_hi =
-      all_given ? group : std::min<uint64_t>(kReplayGroup, std::max<std::size_t>(1, inputs.size()));
+      all_given ? group : std::min<uint64_t>(cap, std::max<std::size_t>(1, inputs.size()));
   const std::size_t waiting = schedule_waiting_paths(plan.schedule);
   const uint64_t per_seq = replay_kept_bytes_per_sequence(spec, waiting, longest_r, opt.oracle);
   const uint64_t seqs = std::max<std::size_t>(1, inputs.size());
-  const uint64_t block_seqs =
-      std::min(seqs, sat_mul(group, replay_block_groups(spec, waiting, group, longest_r, opt.oracle)));
+  const uint64_t groups_per_block =
+      plan.one_form_group() ? 1 : replay_block_groups(spec, waiting, group, longest_r, opt.oracle);
+  const uint64_t block_seqs = std::min(seqs, sat_mul(group, groups_per_block));
   uint64_t kept = sat_mul(block_seqs, per_seq);
   if (!all_given) kept = std::max(kept, std::min(sat_mul(seqs, per_seq), std::max(kBlockKeptBytes, per_seq)));
   const uint64_t kv_width = sat_mul(u(spec.kv_heads), u(spec.head_dim));

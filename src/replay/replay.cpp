@@ -33,11 +33,13 @@
 
 namespace rlp {
 
-std::size_t replay_group_size(const ModelSpec& spec, std::size_t sequences, uint64_t longest_response) {
+std::size_t replay_group_size(const ModelSpec& spec, std::size_t sequences, uint64_t longest_response,
+                              std::size_t cap) {
   const uint64_t per_seq = std::max<uint64_t>(
       1, 8 * std::max<uint64_t>(1, longest_response) * static_cast<uint64_t>(std::max(1, spec.vocab)));
   const uint64_t fit = std::max<uint64_t>(1, kGroupRowBytes / per_seq);
-  return static_cast<std::size_t>(std::min<uint64_t>({kReplayGroup, fit, std::max<uint64_t>(1, sequences)}));
+  return static_cast<std::size_t>(
+      std::min<uint64_t>({std::max<uint64_t>(1, cap), fit, std::max<uint64_t>(1, sequences)}));
 }
 uint64_t replay_kept_bytes_per_sequence(const ModelSpec& spec, std::size_t waiting_paths,
                                         uint64_t longest_response, bool oracle) {
@@ -515,9 +517,11 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
   };
   std::size_t longest_r = 1;
   for (const auto& in : inputs) longest_r = std::max(longest_r, in.response.size());
-  const std::size_t group_size = replay_group_size(spec, S, longest_r);
-  const std::size_t block_groups =
-      replay_block_groups(spec, schedule_waiting_paths(plan.schedule), group_size, longest_r, opt.oracle);
+  const std::size_t group_size = replay_group_size(spec, S, longest_r, plan.group_cap(thread_count()));
+  const std::size_t block_groups = plan.one_form_group()
+                                       ? 1
+                                       : replay_block_groups(spec, schedule_waiting_paths(plan.schedule),
+                                                             group_size, longest_r, opt.oracle);
   const std::vector<std::size_t>& mine = shard.mine();
   const bool replay_routing = opt.routing_replay != RoutingReplayMode::off;
   using Outputs = std::vector<PathOutput<PathRunner::Mat>>;
@@ -665,7 +669,9 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
         const bool last_use = std::none_of(
             plan.schedule.begin() + static_cast<std::ptrdiff_t>(u) + 1, plan.schedule.end(),
             [&](const ReplayPlan::PathRun& r) { return group_of(r.form) == group_of(path.form); });
-        if (last_use) weights.release_group(path.form);
+        // (one form for every path: kept for the next block)
+        if (last_use && (!plan.one_form_group() || b0 + per_block >= mine.size()))
+          weights.release_group(path.form);
       }
     }
   };

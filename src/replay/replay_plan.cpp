@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "rlparity/model/weights.hpp"
+#include "rlparity/replay/replay.hpp"
 #include "rlparity/util/error.hpp"
 #include "rlparity/util/parallel.hpp"
 
@@ -158,6 +159,19 @@ std::size_t schedule_waiting_paths(const std::vector<ReplayPlan::PathRun>& sched
     waiting = ++ran[run.recipe] == 1 ? waiting + 1 : waiting - 1;
   }
   return most;
+}
+
+bool ReplayPlan::one_form_group() const {
+  return std::all_of(schedule.begin(), schedule.end(), [&](const PathRun& r) {
+    return form_group[r.form] == form_group[schedule.front().form];
+  });
+}
+
+std::size_t ReplayPlan::group_cap(std::size_t workers) const {
+  const bool decodes = std::any_of(recipes.begin(), recipes.end(), [](const Recipe& r) {
+    return r.gen.mode == SequenceMode::decode || r.train.mode == SequenceMode::decode;
+  });
+  return decodes ? kReplayGroup : std::max<std::size_t>(1, workers);
 }
 
 std::string ReplayPlan::kv_scales_source() const {

@@ -341,6 +341,28 @@ TEST(Replay, Fp8WithAllLayersKeptInBf16EqualsBf16) {
   EXPECT_NE(partial.recipes[0].tokens.at("logp_gen"), partial.recipes[1].tokens.at("logp_gen"));
 }
 
+// Teacher-forced paths reading one form: groups of one sequence per worker, blocks of one group, the
+// form kept across blocks. Three thread counts give three groupings and the same bits.
+TEST(Replay, TeacherForcedOneFormReplaysAreBitIdenticalAcrossGroupings) {
+  ReplayOptions opt;
+  opt.recipes = {"bf16"};
+  opt.recipe.gen_knobs = {{"mode", "teacher-forced"}};
+  opt.oracle = true;
+  std::vector<RunData> runs;
+  for (int threads : {1, 2, 3}) {
+    opt.threads = threads;
+    auto in = small_inputs();
+    runs.push_back(run_replay(stories(), in, opt));
+    EXPECT_EQ(runs.back().extra.at("resources").at("weight_forms_prepared"), 1) << threads;
+  }
+  set_thread_count(0);
+  for (const RunData* run : {&runs[1], &runs[2]}) {
+    EXPECT_EQ(runs[0].recipes[0].tokens, run->recipes[0].tokens);
+    EXPECT_EQ(runs[0].recipes[0].layers, run->recipes[0].layers);
+    EXPECT_EQ(runs[0].recipes[0].summary, run->recipes[0].summary);
+  }
+}
+
 TEST(Replay, BitIdenticalAcrossThreadCountsAndRuns) {
   ReplayOptions opt;
   opt.recipes = {"bf16", "fp8-gen", "fp8-e2e-kv"};

@@ -220,6 +220,33 @@ TEST(MemoryEstimate, CountsWorkersAndTheKeptOutputsOfABlock) {
                    8.0 * 2000 * (32 * 4096.0 + 1));
 }
 
+// A plan whose paths all run teacher-forced replays one sequence per worker; one whose paths all
+// read one weight form runs blocks of one group: a bf16 pair of teacher-forced paths over 20
+// sequences keeps the outputs of 2 sequences (2 workers), not of 20.
+TEST(MemoryEstimate, TeacherForcedOneFormPlansKeepOneGroupPerWorkerSet) {
+  const rlp::ModelSpec s = llama8b();
+  rlp::ReplayOptions o;
+  o.recipes = {"bf16"};
+  o.recipe.gen_knobs = {{"mode", "teacher-forced"}};
+  const rlp::ReplayPlan p = rlp::make_replay_plan(s, o);
+  EXPECT_TRUE(p.one_form_group());
+  EXPECT_EQ(p.group_cap(2), 2u);
+  const auto e = estimate(s, seqs(20, 16, 16), o, 2);
+  // two paths' log-prob rows and hidden states, the oracle's hidden states and log-probs
+  const double per_seq = 2.0 * 16 * 4 * (128256 + 32 * 4096.0) + 8.0 * 16 * (32 * 4096.0 + 1);
+  EXPECT_DOUBLE_EQ(part(e, "block of up to 2 sequence"), 2 * per_seq + 2 * 4.0 * 2 * 32 * 32 * 1024);
+  // A decoding generation path keeps groups of kReplayGroup (its steps run the group's rows as
+  // vectors); several forms keep blocks of several groups.
+  o.recipe.gen_knobs.clear();
+  EXPECT_EQ(rlp::make_replay_plan(s, o).group_cap(2), rlp::kReplayGroup);
+  EXPECT_GT(part(estimate(s, seqs(20, 16, 16), o, 2), "block of up to 16 sequence"), 0.0);
+  o.recipes = {"bf16", "fp8-gen"};
+  o.recipe.gen_knobs = {{"mode", "teacher-forced"}};
+  const rlp::ReplayPlan two = rlp::make_replay_plan(s, o);
+  EXPECT_FALSE(two.one_form_group());
+  EXPECT_GT(part(estimate(s, seqs(20, 16, 16), o, 2), "block of up to 20 sequence"), 0.0);
+}
+
 TEST(MemoryEstimate, AbsurdShapesSaturateInsteadOfWrapping) {
   rlp::ModelSpec s = llama8b();
   s.hidden = 1 << 30, s.intermediate = 1 << 30, s.vocab = 1 << 30, s.layers = 1 << 20;

@@ -25,16 +25,20 @@ namespace rlp {
 // of 16 rows runs 16-lane vectors, measured ~1/3 cheaper per row than 8; bench_numerics). At most
 // kReplayGroup sequences, fewer when the two paths' kept rows (8 B x R x vocab per sequence) would
 // pass kGroupRowBytes: long responses over a large vocabulary replay in smaller groups. Grouping
-// never changes results.
+// never changes results. `cap` replaces kReplayGroup: a plan with no decoding path has nothing to
+// share between a group's sequences and replays one sequence per worker (ReplayPlan::group_cap).
 inline constexpr std::size_t kReplayGroup = 16;
 inline constexpr uint64_t kGroupRowBytes = uint64_t{2} << 30;
-std::size_t replay_group_size(const ModelSpec& spec, std::size_t sequences, uint64_t longest_response);
+std::size_t replay_group_size(const ModelSpec& spec, std::size_t sequences, uint64_t longest_response,
+                              std::size_t cap = kReplayGroup);
 
 // Groups replayed as one block: every path of the plan's schedule runs over the block's groups
 // before the next path, so a block's outputs wait in memory: per sequence, the paths waiting for
 // their recipe's other path (schedule_waiting_paths) and the running one's log-prob rows and hidden
 // states at 4 B, and the oracle's hidden states and log-probs at 8 B. As many groups as keep that
 // under kBlockKeptBytes, at least one. Blocks never change results; each prepares the fp8 forms anew.
+// A plan whose paths all read one form (ReplayPlan::one_form_group) runs blocks of one group and
+// keeps the form across them: nothing is prepared twice, and only one group's outputs wait.
 inline constexpr uint64_t kBlockKeptBytes = uint64_t{2} << 30;
 uint64_t replay_kept_bytes_per_sequence(const ModelSpec& spec, std::size_t waiting_paths,
                                         uint64_t longest_response, bool oracle);

@@ -106,6 +106,12 @@ struct ReplayPlan {
 
   // "recalibrated" or "stale:DIR", as the run file records it.
   std::string kv_scales_source() const;
+  // Whether every path of the schedule reads one form group (the blocks are then one group each),
+  // and the most sequences a replay group holds: kReplayGroup when a path decodes (its steps run
+  // the group's rows as vectors), else `workers` (teacher-forced sequences run one per worker, and
+  // smaller groups keep fewer rows).
+  bool one_form_group() const;
+  std::size_t group_cap(std::size_t workers) const;
 };
 
 // Resolves and checks the options for a model of shape `spec`. InputError for: no recipes, an
