@@ -232,7 +232,7 @@ MemoryEstimate estimate_replay_memory(const ReplayPlan& plan, const std::vector<
   const uint64_t per_seq = replay_kept_bytes_per_sequence(spec, waiting, longest_r, opt.oracle);
   const uint64_t seqs = std::max<std::size_t>(1, inputs.size());
   const uint64_t groups_per_block =
-      plan.one_form_group() ? 1 : replay_block_groups(spec, waiting, group, longest_r, opt.oracle);
+      plan.blocks_of_one_group() ? 1 : replay_block_groups(spec, waiting, group, longest_r, opt.oracle);
   const uint64_t block_seqs = std::min(seqs, sat_mul(group, groups_per_block));
   uint64_t kept = sat_mul(block_seqs, per_seq);
   if (!all_given) kept = std::max(kept, std::min(sat_mul(seqs, per_seq), std::max(kBlockKeptBytes, per_seq)));

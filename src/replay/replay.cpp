@@ -518,7 +518,7 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
   std::size_t longest_r = 1;
   for (const auto& in : inputs) longest_r = std::max(longest_r, in.response.size());
   const std::size_t group_size = replay_group_size(spec, S, longest_r, plan.group_cap(thread_count()));
-  const std::size_t block_groups = plan.one_form_group()
+  const std::size_t block_groups = plan.blocks_of_one_group()
                                        ? 1
                                        : replay_block_groups(spec, schedule_waiting_paths(plan.schedule),
                                                              group_size, longest_r, opt.oracle);
@@ -670,7 +670,7 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
             plan.schedule.begin() + static_cast<std::ptrdiff_t>(u) + 1, plan.schedule.end(),
             [&](const ReplayPlan::PathRun& r) { return group_of(r.form) == group_of(path.form); });
         // (one form for every path: kept for the next block)
-        if (last_use && (!plan.one_form_group() || b0 + per_block >= mine.size()))
+        if (last_use && (!plan.blocks_of_one_group() || b0 + per_block >= mine.size()))
           weights.release_group(path.form);
       }
     }

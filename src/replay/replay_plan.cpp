@@ -161,10 +161,11 @@ std::size_t schedule_waiting_paths(const std::vector<ReplayPlan::PathRun>& sched
   return most;
 }
 
-bool ReplayPlan::one_form_group() const {
-  return std::all_of(schedule.begin(), schedule.end(), [&](const PathRun& r) {
-    return form_group[r.form] == form_group[schedule.front().form];
-  });
+bool ReplayPlan::blocks_of_one_group() const {
+  return !options.backend && !schedule.empty() &&
+         std::all_of(schedule.begin(), schedule.end(), [&](const PathRun& r) {
+           return form_group[r.form] == form_group[schedule.front().form];
+         });
 }
 
 std::size_t ReplayPlan::group_cap(std::size_t workers) const {

@@ -229,7 +229,7 @@ TEST(MemoryEstimate, TeacherForcedOneFormPlansKeepOneGroupPerWorkerSet) {
   o.recipes = {"bf16"};
   o.recipe.gen_knobs = {{"mode", "teacher-forced"}};
   const rlp::ReplayPlan p = rlp::make_replay_plan(s, o);
-  EXPECT_TRUE(p.one_form_group());
+  EXPECT_TRUE(p.blocks_of_one_group());
   EXPECT_EQ(p.group_cap(2), 2u);
   const auto e = estimate(s, seqs(20, 16, 16), o, 2);
   // two paths' log-prob rows and hidden states, the oracle's hidden states and log-probs
@@ -243,7 +243,7 @@ TEST(MemoryEstimate, TeacherForcedOneFormPlansKeepOneGroupPerWorkerSet) {
   o.recipes = {"bf16", "fp8-gen"};
   o.recipe.gen_knobs = {{"mode", "teacher-forced"}};
   const rlp::ReplayPlan two = rlp::make_replay_plan(s, o);
-  EXPECT_FALSE(two.one_form_group());
+  EXPECT_FALSE(two.blocks_of_one_group());
   EXPECT_GT(part(estimate(s, seqs(20, 16, 16), o, 2), "block of up to 20 sequence"), 0.0);
 }
 

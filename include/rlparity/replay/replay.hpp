@@ -37,8 +37,9 @@ std::size_t replay_group_size(const ModelSpec& spec, std::size_t sequences, uint
 // their recipe's other path (schedule_waiting_paths) and the running one's log-prob rows and hidden
 // states at 4 B, and the oracle's hidden states and log-probs at 8 B. As many groups as keep that
 // under kBlockKeptBytes, at least one. Blocks never change results; each prepares the fp8 forms anew.
-// A plan whose paths all read one form (ReplayPlan::one_form_group) runs blocks of one group and
-// keeps the form across them: nothing is prepared twice, and only one group's outputs wait.
+// A plan whose paths all read one form runs blocks of one group on the CPU emulation and keeps the
+// form across them (ReplayPlan::blocks_of_one_group): nothing is prepared twice, and only one
+// group's outputs wait.
 inline constexpr uint64_t kBlockKeptBytes = uint64_t{2} << 30;
 uint64_t replay_kept_bytes_per_sequence(const ModelSpec& spec, std::size_t waiting_paths,
                                         uint64_t longest_response, bool oracle);

@@ -106,11 +106,12 @@ struct ReplayPlan {
 
   // "recalibrated" or "stale:DIR", as the run file records it.
   std::string kv_scales_source() const;
-  // Whether every path of the schedule reads one form group (the blocks are then one group each),
-  // and the most sequences a replay group holds: kReplayGroup when a path decodes (its steps run
-  // the group's rows as vectors), else `workers` (teacher-forced sequences run one per worker, and
-  // smaller groups keep fewer rows).
-  bool one_form_group() const;
+  // Whether blocks are one group each: every path of the schedule reads one form group, which then
+  // stays prepared across blocks, and runs on the CPU emulation (a backend's runner uploads its
+  // weights anew for every block). And the most sequences a replay group holds: kReplayGroup when
+  // a path decodes (its steps run the group's rows as vectors), else `workers` (teacher-forced
+  // sequences run one per worker, and smaller groups keep fewer rows).
+  bool blocks_of_one_group() const;
   std::size_t group_cap(std::size_t workers) const;
 };
 
