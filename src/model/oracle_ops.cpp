@@ -115,67 +115,111 @@ void OracleOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v, i
   // (from +0, product and sum each rounded), s_j = dot_j * scale, m = max s_j, e_j = exp(s_j - m),
   // l = sum over j in increasing order of e_j, out_d = (sum over j in increasing order of e_j V_jd) / l.
   // Only the loop nesting differs from the textbook loops: kTile keys' dot products (and kTile
-  // outputs' sums) run as register-held vector lanes, each lane's chain in the order above, and the
-  // (row, head) pairs run on worker threads, each writing only its own outputs.
-  const auto L = static_cast<std::size_t>(pos0 + n);
-  std::vector<double> kt(static_cast<std::size_t>(spec_.kv_heads * hd) * L);  // keys transposed
+  // outputs' sums) of kOracleAttnRows rows run as register-held vector lanes, each lane's chain in
+  // the order above, and the (row block, head) pairs run on worker threads, each writing only its
+  // own outputs.
+  // The keys and values rearranged so that the loops below stream them: per KV head, key tiles of
+  // kOracleKeyTile keys stored d-major (tile, d, key), zero past L; values key-major (key, d).
+  const auto L = static_cast<std::size_t>(pos0 + n), H = static_cast<std::size_t>(spec_.kv_heads);
+  const auto D = static_cast<std::size_t>(hd), tiles = (L + kOracleKeyTile - 1) / kOracleKeyTile;
+  std::vector<double> kt(H * tiles * D * kOracleKeyTile, 0.0), vh(H * L * D);
   for (std::size_t j = 0; j < L; ++j)
-    for (int c = 0; c < spec_.kv_heads * hd; ++c)
-      kt[static_cast<std::size_t>(c) * L + j] = K(static_cast<Eigen::Index>(j), c);
-  parallel_for(static_cast<std::size_t>(n) * static_cast<std::size_t>(spec_.heads), 1,
-               [&](std::size_t b, std::size_t e) { attention_pairs(q, V, kt, pos0, b, e, out); });
+    for (std::size_t g = 0; g < H; ++g)
+      for (std::size_t d = 0; d < D; ++d) {
+        const auto src = static_cast<Eigen::Index>(g * D + d);
+        kt[((g * tiles + j / kOracleKeyTile) * D + d) * kOracleKeyTile + j % kOracleKeyTile] =
+            K(static_cast<Eigen::Index>(j), src);
+        vh[(g * L + j) * D + d] = V(static_cast<Eigen::Index>(j), src);
+      }
+  const auto blocks = static_cast<std::size_t>((n + kOracleAttnRows - 1) / kOracleAttnRows);
+  parallel_for(blocks * static_cast<std::size_t>(spec_.heads), 1,
+               [&](std::size_t b, std::size_t e) { attention_pairs(q, vh, kt, pos0, b, e, out); });
 }
 
-void OracleOps::attention_pairs(const Mat& q, const Mat& V, const std::vector<double>& kt, int pos0,
-                                std::size_t b, std::size_t e, Mat& out) const {
-  constexpr std::size_t kTile = 32;
+void OracleOps::attention_pairs(const Mat& q, const std::vector<double>& vh, const std::vector<double>& kt,
+                                int pos0, std::size_t b, std::size_t e, Mat& out) const {
+  constexpr std::size_t kTile = kOracleKeyTile;
+  constexpr int kRows = kOracleAttnRows;
   const int n = static_cast<int>(q.rows()), hd = spec_.head_dim, group = spec_.heads / spec_.kv_heads;
-  const auto L = static_cast<std::size_t>(pos0 + n);
+  const int blocks = (n + kRows - 1) / kRows;
+  const auto L = static_cast<std::size_t>(pos0 + n), D = static_cast<std::size_t>(hd);
+  const std::size_t tiles = (L + kTile - 1) / kTile;
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
-  std::vector<double> sc(L);
+  std::vector<double> sc(static_cast<std::size_t>(kRows) * L);
   for (std::size_t idx = b; idx < e; ++idx) {
-    // Rows paired short with long, so that contiguous ranges of pairs carry equal work.
+    // Row blocks paired short with long, so that contiguous ranges of pairs carry equal work.
     const int slot = static_cast<int>(idx / static_cast<std::size_t>(spec_.heads));
-    const int r = slot % 2 == 0 ? slot / 2 : n - 1 - slot / 2;
+    const int blk = slot % 2 == 0 ? slot / 2 : blocks - 1 - slot / 2;
     const int h = static_cast<int>(idx % static_cast<std::size_t>(spec_.heads)), g = h / group;
-    const auto cnt = static_cast<std::size_t>(pos0 + r + 1);
-    const double* qr = q.row(r).data() + h * hd;
-    const double* kg = kt.data() + static_cast<std::size_t>(g * hd) * L;
+    const int r0 = blk * kRows, nr = std::min(kRows, n - r0);
+    // Rows past the block's last real row repeat it (their results are discarded): every tile
+    // runs kRows rows, so the accumulators stay in registers.
+    const double* qr[kRows];
+    std::size_t cnt[kRows];
+    double* s[kRows];
+    for (int i = 0; i < kRows; ++i) {
+      const int r = r0 + std::min(i, nr - 1);
+      qr[i] = q.row(r).data() + h * hd;
+      cnt[i] = static_cast<std::size_t>(pos0 + r + 1);
+      s[i] = sc.data() + static_cast<std::size_t>(i) * L;
+    }
+    const std::size_t common = cnt[0];  // keys every row of the block attends to
+    const double* kg = kt.data() + static_cast<std::size_t>(g) * tiles * D * kTile;
+    const double* vg = vh.data() + static_cast<std::size_t>(g) * L * D;
+    // Scores: each key's dot product is one lane's chain over d; a key tile is loaded once for the
+    // block's rows.
     std::size_t j0 = 0;
-    for (; j0 + kTile <= cnt; j0 += kTile) {
-      double a[kTile] = {};
+    for (; j0 + kTile <= common; j0 += kTile) {
+      double a[kRows][kTile] = {};
+      const double* tile = kg + (j0 / kTile) * D * kTile;
       for (int d = 0; d < hd; ++d) {
-        const double* kd = kg + static_cast<std::size_t>(d) * L + j0;
-        for (std::size_t t = 0; t < kTile; ++t) a[t] += qr[d] * kd[t];
+        const double* kd = tile + static_cast<std::size_t>(d) * kTile;
+        for (int i = 0; i < kRows; ++i)
+          for (std::size_t t = 0; t < kTile; ++t) a[i][t] += qr[i][d] * kd[t];
       }
-      std::copy(a, a + kTile, sc.begin() + static_cast<std::ptrdiff_t>(j0));
+      for (int i = 0; i < kRows; ++i) std::copy(a[i], a[i] + kTile, s[i] + j0);
     }
-    for (std::size_t j = j0; j < cnt; ++j) {
-      double a = 0.0;
-      for (int d = 0; d < hd; ++d) a += qr[d] * kg[static_cast<std::size_t>(d) * L + j];
-      sc[j] = a;
+    for (int i = 0; i < nr; ++i)
+      for (std::size_t j = j0; j < cnt[i]; ++j) {
+        double a = 0.0;
+        const double* tile = kg + (j / kTile) * D * kTile + j % kTile;
+        for (int d = 0; d < hd; ++d) a += qr[i][d] * tile[static_cast<std::size_t>(d) * kTile];
+        s[i][j] = a;
+      }
+    double l[kRows] = {};
+    for (int i = 0; i < nr; ++i) {
+      double m = -std::numeric_limits<double>::infinity();
+      for (std::size_t j = 0; j < cnt[i]; ++j) {
+        s[i][j] = s[i][j] * scale;
+        m = std::max(m, s[i][j]);
+      }
+      for (std::size_t j = 0; j < cnt[i]; ++j) {
+        s[i][j] = std::exp(s[i][j] - m);
+        l[i] += s[i][j];
+      }
     }
-    double m = -std::numeric_limits<double>::infinity();
-    for (std::size_t j = 0; j < cnt; ++j) {
-      sc[j] = sc[j] * scale;
-      m = std::max(m, sc[j]);
-    }
-    double l = 0.0;
-    for (std::size_t j = 0; j < cnt; ++j) {
-      sc[j] = std::exp(sc[j] - m);
-      l += sc[j];
-    }
+    // Outputs: each one lane's chain over j in increasing order; a value tile is loaded once for
+    // the block's rows over the common keys, then each row goes on alone over its own last keys.
     for (int d0 = 0; d0 < hd; d0 += static_cast<int>(kTile)) {
       const auto w = std::min<std::size_t>(kTile, static_cast<std::size_t>(hd - d0));
-      double a[kTile] = {};
-      for (std::size_t j = 0; j < cnt; ++j) {
-        const double* vj = V.row(static_cast<Eigen::Index>(j)).data() + g * hd + d0;
-        if (w == kTile)
-          for (std::size_t t = 0; t < kTile; ++t) a[t] += sc[j] * vj[t];
-        else
-          for (std::size_t t = 0; t < w; ++t) a[t] += sc[j] * vj[t];
+      double a[kRows][kTile] = {};
+      for (std::size_t j = 0; j < common; ++j) {
+        const double* vj = vg + j * D + static_cast<std::size_t>(d0);
+        if (w == kTile) {
+          for (int i = 0; i < kRows; ++i)
+            for (std::size_t t = 0; t < kTile; ++t) a[i][t] += s[i][j] * vj[t];
+        } else {
+          for (int i = 0; i < kRows; ++i)
+            for (std::size_t t = 0; t < w; ++t) a[i][t] += s[i][j] * vj[t];
+        }
       }
-      for (std::size_t t = 0; t < w; ++t) out(r, h * hd + d0 + static_cast<int>(t)) = a[t] / l;
+      for (int i = 0; i < nr; ++i) {
+        for (std::size_t j = common; j < cnt[i]; ++j) {
+          const double* vj = vg + j * D + static_cast<std::size_t>(d0);
+          for (std::size_t t = 0; t < w; ++t) a[i][t] += s[i][j] * vj[t];
+        }
+        for (std::size_t t = 0; t < w; ++t) out(r0 + i, h * hd + d0 + static_cast<int>(t)) = a[i][t] / l[i];
+      }
     }
   }
 }

@@ -26,9 +26,13 @@ class OracleOps {
 
  private:
   void affine(const Mat& x, const OracleLinear& lin, Mat& y) const;
-  // attention()'s (row, head) pairs [b, e) over the layer's keys (transposed, kt) and values.
-  void attention_pairs(const Mat& q, const Mat& V, const std::vector<double>& kt, int pos0, std::size_t b,
-                       std::size_t e, Mat& out) const;
+  // attention()'s (row block, head) pairs [b, e) over the layer's keys (kt: per KV head, tiles of
+  // kOracleKeyTile keys stored d-major) and values (vh: per KV head, key-major): a row block is
+  // kOracleAttnRows consecutive query rows of one head.
+  static constexpr int kOracleAttnRows = 4;
+  static constexpr std::size_t kOracleKeyTile = 32;
+  void attention_pairs(const Mat& q, const std::vector<double>& vh, const std::vector<double>& kt, int pos0,
+                       std::size_t b, std::size_t e, Mat& out) const;
   const ModelSpec& spec_;
   const OracleWeights& w_;
   std::vector<double> inv_freq_;
