@@ -162,7 +162,15 @@ std::vector<PathOutput<typename Ops::Mat>> run_path_group(const Ops& ops, Sequen
           };
         forward(ops, cache, s.tokens.data(), s.prompt_len + s.response_len - 1, 0, lp, hook,
                 s.routing_replay);
-        for (int j = 0; j < s.response_len; ++j) keep(i, j, lp, s.prompt_len - 1 + j);
+        if (full_rows) {
+          // The response rows moved to the top of the forward's own rows, which then become the
+          // output: no second [response x vocab] matrix (the reserved one was never touched).
+          for (int j = 0; j < s.response_len; ++j) lp.row(j) = lp.row(s.prompt_len - 1 + j);
+          lp.conservativeResize(s.response_len, Eigen::NoChange);
+          out[i].logprobs = std::move(lp);
+        } else {
+          for (int j = 0; j < s.response_len; ++j) keep(i, j, lp, s.prompt_len - 1 + j);
+        }
       }
     });
     return out;
