@@ -13,7 +13,7 @@
 namespace rlp {
 
 OracleOps::OracleOps(const ModelSpec& spec, const OracleWeights& weights)
-    : spec_(spec), w_(weights), inv_freq_(rope_inv_freq(spec)) {}
+    : spec_(spec), w_(weights), head_(weights.lm_head), inv_freq_(rope_inv_freq(spec)) {}
 
 OracleOps::Cache OracleOps::new_cache(int capacity) const {
   Cache c;
@@ -50,7 +50,7 @@ void OracleOps::add_norm(Mat& resid, const Mat* delta, int layer, NormSlot slot,
 
 void OracleOps::residual_sum(const Mat& resid, const Mat& delta, Mat& out) const { out = resid + delta; }
 
-void OracleOps::affine(const Mat& x, const OracleLinear& lin, Mat& y) const {
+void oracle_affine(const OracleMat& x, const OracleLinear& lin, OracleMat& y) {
   y.resize(x.rows(), lin.out);
   const int64_t K = lin.in;
   num::gemm_f64(
@@ -62,7 +62,7 @@ void OracleOps::affine(const Mat& x, const OracleLinear& lin, Mat& y) const {
 }
 
 void OracleOps::linear(const Mat& x, int layer, Proj p, Mat& y, bool /*decode_step*/) const {
-  affine(x, w_.layers[static_cast<std::size_t>(layer)][p], y);
+  oracle_affine(x, w_.layers[static_cast<std::size_t>(layer)][p], y);
 }
 
 void OracleOps::head_norm(Mat& x, int layer, Proj which) const {
@@ -237,7 +237,7 @@ void OracleOps::moe(const Mat& xn, int layer, Mat& out, bool /*decode_step*/, Mo
   const OracleLayer& L = w_.layers[static_cast<std::size_t>(layer)];
   const int n = static_cast<int>(xn.rows()), E = spec_.num_experts, k = spec_.experts_per_tok;
   Mat logits;
-  affine(xn, L.router, logits);
+  oracle_affine(xn, L.router, logits);
   std::vector<int> ids(static_cast<std::size_t>(n * k));
   std::vector<double> weights(static_cast<std::size_t>(n * k)), probs(static_cast<std::size_t>(E));
   if (routing) {
@@ -265,10 +265,10 @@ void OracleOps::moe(const Mat& xn, int layer, Mat& out, bool /*decode_step*/, Mo
     if (slot.empty()) continue;
     Mat xe(static_cast<Eigen::Index>(slot.size()), spec_.hidden);
     for (std::size_t j = 0; j < slot.size(); ++j) xe.row(static_cast<Eigen::Index>(j)) = xn.row(slot[j] / k);
-    affine(xe, L.expert(e, Proj::gate), g);
-    affine(xe, L.expert(e, Proj::up), u);
+    oracle_affine(xe, L.expert(e, Proj::gate), g);
+    oracle_affine(xe, L.expert(e, Proj::up), u);
     silu_mul(g, u, a);
-    affine(a, L.expert(e, Proj::down), d);
+    oracle_affine(a, L.expert(e, Proj::down), d);
     for (std::size_t j = 0; j < slot.size(); ++j)
       out.row(slot[j] / k) +=
           weights[static_cast<std::size_t>(slot[j])] * d.row(static_cast<Eigen::Index>(j));
@@ -280,12 +280,14 @@ void OracleOps::moe(const Mat& xn, int layer, Mat& out, bool /*decode_step*/, Mo
   linear(xn, layer, Proj::up, u);
   silu_mul(g, u, a);
   linear(a, layer, Proj::down, d);
-  affine(xn, L.shared_gate, gate_logit);
+  oracle_affine(xn, L.shared_gate, gate_logit);
   for (int r = 0; r < n; ++r) out.row(r) += 1.0 / (1.0 + std::exp(-gate_logit(r, 0))) * d.row(r);
 }
 
-void OracleOps::logprobs(const Mat& xn, Mat& out, bool /*decode_step*/) const {
-  affine(xn, w_.lm_head, out);
+void OracleOps::logprobs(const Mat& xn, Mat& out, bool /*decode_step*/) const { head_.logprobs(xn, out); }
+
+void OracleHead::logprobs(const OracleMat& xn, OracleMat& out, HeadAt /*at*/) const {
+  oracle_affine(xn, lm_head_, out);
   for (int r = 0; r < out.rows(); ++r) {
     double* row = out.row(r).data();
     double m = -std::numeric_limits<double>::infinity();

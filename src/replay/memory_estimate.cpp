@@ -84,10 +84,11 @@ ParamCounts count_params(const ModelSpec& s) {
 
 // Bytes one forward path holds for a sequence of n tokens of which r are scored: activations of one
 // layer (h, xn, q, k, v, attn, o, gate, up, act, down, observed), the KV cache of every layer, the
-// logits of every position and the kept log-prob rows, the per-layer hidden states kept for the layer
-// metrics, and fp8 GEMM temporaries (codes and a dequantized copy of the largest input). `b` is the
-// element size (4 for the emulated paths, 8 for the float64 oracle).
-uint64_t path_bytes(const ModelSpec& s, uint64_t n, uint64_t r, uint64_t b) {
+// logits of every position and the kept log-prob rows (deferred_head: the final hidden rows, and the
+// metrics' kHeadRows log-prob rows of it and of the other path), the per-layer hidden states kept
+// for the layer metrics, and fp8 GEMM temporaries (codes and a dequantized copy of the largest
+// input). `b` is the element size (4 for the emulated paths, 8 for the float64 oracle).
+uint64_t path_bytes(const ModelSpec& s, uint64_t n, uint64_t r, uint64_t b, bool deferred_head) {
   const uint64_t H = u(s.hidden), I = u(s.intermediate), V = u(s.vocab), L = u(s.layers);
   const uint64_t q = sat_mul(u(s.heads), u(s.head_dim)), kv = sat_mul(u(s.kv_heads), u(s.head_dim));
   // The feed-forward's columns per row: a dense MLP's gate, up and act; a MoE block's router logits,
@@ -104,10 +105,17 @@ uint64_t path_bytes(const ModelSpec& s, uint64_t n, uint64_t r, uint64_t b) {
   const uint64_t act_cols = sat_add(sat_add(sat_mul(5, H), sat_mul(2, q)), sat_add(sat_mul(2, kv), ff));
   uint64_t e = sat_mul(n, act_cols);                       // activations of one layer
   e = sat_add(e, sat_mul(sat_mul(2, L), sat_mul(n, kv)));  // KV cache
-  e = sat_add(e, sat_mul(n, V));                           // logits of every position
-  e = sat_add(e, sat_mul(r, V));                           // kept log-prob rows
-  e = sat_add(e, sat_mul(L, sat_mul(r, H)));               // per-layer hidden states
-  e = sat_add(e, sat_mul(n, std::max({H, I, q, V})));      // GEMM temporaries
+  if (deferred_head) {
+    const uint64_t metric_rows = std::min(r, u(kHeadRows));
+    e = sat_add(e, sat_mul(n, H));                        // final hidden rows
+    e = sat_add(e, sat_mul(sat_mul(2, metric_rows), V));  // the metrics' log-prob rows
+    e = sat_add(e, sat_add(sat_mul(n, std::max({H, I, q})), sat_mul(metric_rows, V)));  // GEMM temporaries
+  } else {
+    e = sat_add(e, sat_mul(n, V));                       // logits of every position
+    e = sat_add(e, sat_mul(r, V));                       // kept log-prob rows
+    e = sat_add(e, sat_mul(n, std::max({H, I, q, V})));  // GEMM temporaries
+  }
+  e = sat_add(e, sat_mul(L, sat_mul(r, H)));  // per-layer hidden states
   return sat_mul(e, b);
 }
 
@@ -209,8 +217,11 @@ MemoryEstimate estimate_replay_memory(const ReplayPlan& plan, const std::vector<
     total_response = sat_add(total_response, r);
   }
   const uint64_t workers = std::max<uint64_t>(1, std::min<uint64_t>(threads, inputs.size()));
-  uint64_t per_worker = sat_mul(2, path_bytes(spec, longest, longest_r, 4));
-  if (opt.oracle) per_worker = sat_add(per_worker, path_bytes(spec, longest, longest_r, 8));
+  // The CPU paths defer their LM heads to the metrics and the oracle runs its head over the response
+  // rows only (run_path_group); a backend's paths do not.
+  const bool cpu_paths = !(opt.backend && opt.backend->make_runner);
+  uint64_t per_worker = sat_mul(2, path_bytes(spec, longest, longest_r, 4, cpu_paths));
+  if (opt.oracle) per_worker = sat_add(per_worker, path_bytes(spec, longest, longest_r, 8, true));
   est.parts.emplace_back(
       fmt::format("per-worker activations, KV caches and log-prob rows for the longest sequence "
                   "({} tokens) x {} worker(s)",
@@ -229,10 +240,12 @@ MemoryEstimate estimate_replay_memory(const ReplayPlan& plan, const std::vector<
   const uint64_t group_hi =
       all_given ? group : std::min<uint64_t>(cap, std::max<std::size_t>(1, inputs.size()));
   const std::size_t waiting = schedule_waiting_paths(plan.schedule);
-  const uint64_t per_seq = replay_kept_bytes_per_sequence(spec, waiting, longest_r, opt.oracle);
+  const uint64_t per_seq = replay_kept_bytes_per_sequence(spec, waiting, longest_r, opt.oracle, cpu_paths);
   const uint64_t seqs = std::max<std::size_t>(1, inputs.size());
   const uint64_t groups_per_block =
-      plan.blocks_of_one_group() ? 1 : replay_block_groups(spec, waiting, group, longest_r, opt.oracle);
+      plan.blocks_of_one_group()
+          ? 1
+          : replay_block_groups(spec, waiting, group, longest_r, opt.oracle, cpu_paths);
   const uint64_t block_seqs = std::min(seqs, sat_mul(group, groups_per_block));
   uint64_t kept = sat_mul(block_seqs, per_seq);
   if (!all_given) kept = std::max(kept, std::min(sat_mul(seqs, per_seq), std::max(kBlockKeptBytes, per_seq)));
@@ -248,14 +261,14 @@ MemoryEstimate estimate_replay_memory(const ReplayPlan& plan, const std::vector<
   // A layer-wise decode (the CPU paths' default) runs up to kLayerwiseDecodeRows steps' rows of a
   // group through one forward call (at least one row per sequence): that call's activations and
   // logits, beside the group's kept rows.
-  const bool layerwise = opt.decode_eval == DecodeEval::layerwise && !opt.backend &&
+  const bool layerwise = opt.decode_eval == DecodeEval::layerwise && cpu_paths &&
                          std::any_of(plan.recipes.begin(), plan.recipes.end(),
                                      [](const Recipe& r) { return r.gen.mode == SequenceMode::decode; });
   if (layerwise) {
     const uint64_t rows = std::min(std::max<uint64_t>(u(kLayerwiseDecodeRows), group_hi),
                                    sat_mul(group_hi, std::max<uint64_t>(1, longest_r - 1)));
     est.parts.emplace_back(fmt::format("layer-wise decode: one call of up to {} rows", rows),
-                           path_bytes(spec, rows, 0, 4));
+                           path_bytes(spec, rows, 0, 4, true));
   }
 
   // The run's results: per-token metrics (8 doubles per recipe + oracle + engine), per-layer sums,

@@ -42,21 +42,21 @@ std::size_t replay_group_size(const ModelSpec& spec, std::size_t sequences, uint
       std::min<uint64_t>({std::max<uint64_t>(1, cap), fit, std::max<uint64_t>(1, sequences)}));
 }
 uint64_t replay_kept_bytes_per_sequence(const ModelSpec& spec, std::size_t waiting_paths,
-                                        uint64_t longest_response, bool oracle) {
+                                        uint64_t longest_response, bool oracle, bool deferred_heads) {
   const uint64_t R = std::max<uint64_t>(1, longest_response),
-                 V = static_cast<uint64_t>(std::max(1, spec.vocab));
-  const uint64_t LH =
-      static_cast<uint64_t>(std::max(1, spec.layers)) * static_cast<uint64_t>(std::max(1, spec.hidden));
-  uint64_t bytes = (waiting_paths + 1) * R * 4 * (V + LH);
+                 V = static_cast<uint64_t>(std::max(1, spec.vocab)),
+                 H = static_cast<uint64_t>(std::max(1, spec.hidden));
+  const uint64_t LH = static_cast<uint64_t>(std::max(1, spec.layers)) * H;
+  uint64_t bytes = (waiting_paths + 1) * R * 4 * ((deferred_heads ? H : V) + LH);
   if (oracle) bytes += R * 8 * (LH + 1);
   return bytes;
 }
 
 std::size_t replay_block_groups(const ModelSpec& spec, std::size_t waiting_paths, std::size_t group_size,
-                                uint64_t longest_response, bool oracle) {
-  const uint64_t per_group =
-      std::max<uint64_t>(1, replay_kept_bytes_per_sequence(spec, waiting_paths, longest_response, oracle) *
-                                std::max<std::size_t>(1, group_size));
+                                uint64_t longest_response, bool oracle, bool deferred_heads) {
+  const uint64_t per_group = std::max<uint64_t>(
+      1, replay_kept_bytes_per_sequence(spec, waiting_paths, longest_response, oracle, deferred_heads) *
+             std::max<std::size_t>(1, group_size));
   return static_cast<std::size_t>(std::max<uint64_t>(1, kBlockKeptBytes / per_group));
 }
 
@@ -510,9 +510,10 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
   const int64_t total_tokens = static_cast<int64_t>(T * NR);
   int64_t done_tokens = 0;
 
+  // The CPU paths defer their LM heads to the metrics (run_path_group); a backend's paths do not.
+  const bool cpu_paths = !(opt.backend && opt.backend->make_runner);
   auto make_runner = [&](const PathStyle& s, std::size_t form) -> std::unique_ptr<PathRunner> {
-    if (opt.backend && opt.backend->make_runner)
-      return opt.backend->make_runner(spec, weights_for(form), s, &kv_scales);
+    if (!cpu_paths) return opt.backend->make_runner(spec, weights_for(form), s, &kv_scales);
     return std::make_unique<EmulatedRunner>(spec, weights_for(form), s, &kv_scales, opt.decode_eval);
   };
   std::size_t longest_r = 1;
@@ -521,7 +522,7 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
   const std::size_t block_groups = plan.blocks_of_one_group()
                                        ? 1
                                        : replay_block_groups(spec, schedule_waiting_paths(plan.schedule),
-                                                             group_size, longest_r, opt.oracle);
+                                                             group_size, longest_r, opt.oracle, cpu_paths);
   const std::vector<std::size_t>& mine = shard.mine();
   const bool replay_routing = opt.routing_replay != RoutingReplayMode::off;
   using Outputs = std::vector<PathOutput<PathRunner::Mat>>;
@@ -534,28 +535,36 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
       std::vector<double> scratch;
       std::vector<int32_t> top_ids;
       std::vector<double> top_lp;
+      PathRunner::Mat g_buf, t_buf;  // log-prob rows of deferred heads (log_prob_rows)
       for (std::size_t gi = b; gi < e; ++gi) {
         const std::size_t i = seq[gi];
         const auto& g = gen[gi];
         const auto& t = train[gi];
         const auto off = static_cast<std::size_t>(resp_off[i]);
-        for (int j = 0; j < group[gi].response_len; ++j) {
-          const std::size_t at = off + static_cast<std::size_t>(j);
-          const int32_t token = inputs[i].response[static_cast<std::size_t>(j)];
-          const FullVocabStats fv =
-              full_vocab_stats(g.logprobs.row(j).data(), t.logprobs.row(j).data(), spec.vocab);
-          m.at("logp_gen")[at] = g.logprobs(j, token);
-          m.at("logp_train")[at] = t.logprobs(j, token);
-          m.at("kl_gen_train")[at] = fv.kl_gen_train;
-          m.at("kl_train_gen")[at] = fv.kl_train_gen;
-          m.at("top1_agree")[at] = fv.top1_agree ? 1.0 : 0.0;
-          m.at("entropy_gen")[at] = fv.entropy_gen;
-          m.at("js")[at] = fv.js;
-          if (routing.any()) {
-            routing.store(routing.gen[ri], at, g.experts, j);
-            routing.store(routing.train[ri], at, t.experts, j);
-          }
-          if (!inputs[i].engine_top.empty() && !inputs[i].engine_top[static_cast<std::size_t>(j)].empty()) {
+        const int R = group[gi].response_len;
+        for (int j0 = 0; j0 < R; j0 += kHeadRows) {
+          const int n = std::min(kHeadRows, R - j0);
+          const float* g_rows = log_prob_rows(g, j0, n, g_buf);
+          const float* t_rows = log_prob_rows(t, j0, n, t_buf);
+          for (int j = j0; j < j0 + n; ++j) {
+            const std::size_t at = off + static_cast<std::size_t>(j);
+            const int32_t token = inputs[i].response[static_cast<std::size_t>(j)];
+            const float* g_row = g_rows + static_cast<std::ptrdiff_t>(j - j0) * spec.vocab;
+            const float* t_row = t_rows + static_cast<std::ptrdiff_t>(j - j0) * spec.vocab;
+            const FullVocabStats fv = full_vocab_stats(g_row, t_row, spec.vocab);
+            m.at("logp_gen")[at] = g_row[token];
+            m.at("logp_train")[at] = t_row[token];
+            m.at("kl_gen_train")[at] = fv.kl_gen_train;
+            m.at("kl_train_gen")[at] = fv.kl_train_gen;
+            m.at("top1_agree")[at] = fv.top1_agree ? 1.0 : 0.0;
+            m.at("entropy_gen")[at] = fv.entropy_gen;
+            m.at("js")[at] = fv.js;
+            if (routing.any()) {
+              routing.store(routing.gen[ri], at, g.experts, j);
+              routing.store(routing.train[ri], at, t.experts, j);
+            }
+            if (inputs[i].engine_top.empty() || inputs[i].engine_top[static_cast<std::size_t>(j)].empty())
+              continue;
             top_ids.clear();
             top_lp.clear();
             for (const TopLogprob& x : inputs[i].engine_top[static_cast<std::size_t>(j)]) {
@@ -563,9 +572,8 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
               top_lp.push_back(x.logprob);
             }
             for (int side = 0; side < 2; ++side) {
-              const float* row = (side == 0 ? g : t).logprobs.row(j).data();
-              const TopkKlBounds kb =
-                  topk_kl_bounds(top_ids.data(), top_lp.data(), top_ids.size(), row, spec.vocab, scratch);
+              const TopkKlBounds kb = topk_kl_bounds(top_ids.data(), top_lp.data(), top_ids.size(),
+                                                     side == 0 ? g_row : t_row, spec.vocab, scratch);
               topk_out[ri][2 * side][at] = kb.lower;
               topk_out[ri][2 * side + 1][at] = kb.upper;
             }

@@ -3,7 +3,9 @@
 // layer's hidden state bit for bit, over a matrix of knob settings (fp8 linears and their
 // accumulation models, the fp8 KV cache, split-KV attention, decode batches with vLLM's padding,
 // tensor parallelism and its all-reduces, chunked prefill), chunk boundaries anywhere in the
-// steps, thread counts 1 and 2, and whole replays.
+// steps, thread counts 1 and 2, and whole replays. And the deferred LM head (PathOutput::head: the
+// CPU paths' log-prob rows computed when the metrics read them) against the head run inside the
+// forward, for decode (token by token and layer-wise) and teacher-forced paths over the same knobs.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -12,12 +14,15 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "rlparity/model/checkpoint.hpp"
 #include "rlparity/model/checkpoint_writer.hpp"
 #include "rlparity/model/emulated_ops.hpp"
+#include "rlparity/model/forward.hpp"
+#include "rlparity/model/oracle_ops.hpp"
 #include "rlparity/model/weights.hpp"
 #include "rlparity/replay/kv_calibration.hpp"
 #include "rlparity/replay/path_runner.hpp"
@@ -140,6 +145,35 @@ void expect_same(const std::vector<PathOutput<HostMat>>& want, const std::vector
   }
 }
 
+// The log-prob rows a deferred head computes when they are read, `chunk` rows at a time (a chunk may
+// straddle the prefill's row and the decode steps' rows), against the rows the forward's own head
+// computed; and the same hidden states.
+void expect_deferred_head(const std::vector<PathOutput<HostMat>>& in_forward,
+                          const std::vector<PathOutput<HostMat>>& deferred, const std::string& what) {
+  ASSERT_EQ(in_forward.size(), deferred.size()) << what;
+  for (std::size_t i = 0; i < deferred.size(); ++i) {
+    ASSERT_FALSE(in_forward[i].head) << what;
+    ASSERT_TRUE(deferred[i].head) << what << ": the CPU path defers its head";
+    EXPECT_EQ(deferred[i].logprobs.size(), 0) << what << ": no [response x vocab] rows held";
+    const HostMat& want = in_forward[i].logprobs;
+    const auto R = static_cast<int>(want.rows());
+    ASSERT_EQ(deferred[i].head_in.rows(), R) << what;
+    for (const int chunk : {5, R}) {
+      HostMat buf;
+      for (int j0 = 0; j0 < R; j0 += chunk) {
+        const int n = std::min(chunk, R - j0);
+        const float* got = log_prob_rows(deferred[i], j0, n, buf);
+        EXPECT_EQ(
+            std::memcmp(got, want.row(j0).data(), static_cast<std::size_t>(n * want.cols()) * sizeof(float)),
+            0)
+            << what << ": sequence " << i << " rows " << j0 << ".." << j0 + n - 1 << " in reads of " << chunk;
+      }
+    }
+    for (std::size_t l = 0; l < deferred[i].hidden.size(); ++l)
+      EXPECT_TRUE(same_bits(in_forward[i].hidden[l], deferred[i].hidden[l])) << what << ": layer " << l;
+  }
+}
+
 // EmulatedOps that records the most rows any decode-step linear saw: a layer-wise run must batch
 // many steps into one GEMM (else the comparison below would hold trivially).
 class RowCountingOps {
@@ -208,6 +242,14 @@ void expect_layerwise_is_token_by_token(const Case& c, const std::vector<InputSe
   EXPECT_EQ(counting.max_decode_rows, steps) << what << ": every step in one call";
   for (const int rows : {7, 1})
     expect_same(ref, run(DecodeEval::layerwise, rows), what + " rows=" + std::to_string(rows));
+  // The same path on EmulatedOps itself defers its head; and teacher-forced, the rows of one call.
+  for (const DecodeEval e : {DecodeEval::token_by_token, DecodeEval::layerwise})
+    expect_deferred_head(ref,
+                         run_path_group(ops, SequenceMode::decode, seqs, true, true, style.prefill_chunk, e),
+                         what + " deferred head, decode");
+  expect_deferred_head(run_path_group(counting, SequenceMode::teacher_forced, seqs, true),
+                       run_path_group(ops, SequenceMode::teacher_forced, seqs, true),
+                       what + " deferred head, teacher-forced");
   set_thread_count(1);
   expect_same(ref, run(DecodeEval::layerwise, kLayerwiseDecodeRows), what + " on 1 thread");
   set_thread_count(0);
@@ -237,8 +279,44 @@ TEST(DecodeLayerwise, BitIdenticalToTokenByTokenOnStories) {
         {"attn-p-round", "off"}}},
       {stories(), "bf16", {{"tp", "2"}, {"batch", "9"}}},
       {stories(), "bf16", {{"tp", "4"}, {"tp-reduce", "custom-ar"}, {"logsoftmax", "vocab-parallel"}}},
+      // A ring's owner rank, and so the order of the 4 partial sums, follows a row's index in its call.
+      {stories(), "bf16", {{"tp", "4"}, {"tp-reduce", "nccl-ring"}, {"logsoftmax", "vocab-parallel"}}},
   };
   for (const Case& c : cases) expect_layerwise_is_token_by_token(c, in);
+}
+
+// Only the response tokens' log-probs of a teacher-forced path (the oracle's use): the head runs over
+// the response rows alone, kHeadRows at a time; the same bits as the forward's own head over every
+// position, for the float64 oracle and for a CPU path (whose GEMM sees the forward's M).
+TEST(DeferredHead, TokenLogprobsOfTeacherForcedPathsAsInTheForward) {
+  const std::vector<InputSequence> in = inputs(stories().spec().vocab, {{4, 300}, {30, 9}});
+  const std::vector<SeqTokens> seqs = seq_tokens(in);
+  ASSERT_GT(seqs[0].response_len, kHeadRows);
+  auto expect_tokens_of_full_forward = [&](const auto& ops, const auto& got, const std::string& what) {
+    for (std::size_t i = 0; i < seqs.size(); ++i) {
+      typename std::remove_cvref_t<decltype(ops)>::Mat all;
+      auto cache = ops.new_cache(seqs[i].prompt_len + seqs[i].response_len);
+      forward(ops, cache, seqs[i].tokens.data(), seqs[i].prompt_len + seqs[i].response_len - 1, 0, all);
+      ASSERT_EQ(got[i].logprobs.cols(), 1) << what;
+      for (int j = 0; j < seqs[i].response_len; ++j) {
+        const auto token = seqs[i].tokens[static_cast<std::size_t>(seqs[i].prompt_len + j)];
+        const auto want = all(seqs[i].prompt_len - 1 + j, token);
+        EXPECT_EQ(std::memcmp(&want, &got[i].logprobs(j, 0), sizeof(want)), 0)
+            << what << ": sequence " << i << " token " << j;
+      }
+    }
+  };
+  const OracleWeights ow = prepare_oracle_weights(stories());
+  const OracleOps oracle(stories().spec(), ow);
+  expect_tokens_of_full_forward(
+      oracle, run_path_group(oracle, SequenceMode::teacher_forced, seqs, true, false), "oracle");
+  RecipeOptions ro;
+  ro.train_knobs = {{"split-k", "3"}};
+  const PathStyle style = make_recipe("bf16", ro).train;
+  const PreparedWeights w = prepare_weights(stories(), style);
+  const EmulatedOps ops(stories().spec(), w, style);
+  expect_tokens_of_full_forward(ops, run_path_group(ops, SequenceMode::teacher_forced, seqs, true, false),
+                                "bf16 training path");
 }
 
 TEST(DecodeLayerwise, BitIdenticalToTokenByTokenWithWholeFp8Blocks) {

@@ -23,6 +23,28 @@ struct KvScales {
   bool empty() const { return k.empty(); }
 };
 
+// y = x W^T (+ bias) of one linear as a CPU kernel path's GEMM computes it (linear.cpp). Kernel
+// selection sees M = the engine's decode batch in decode steps, m_select (> 0) otherwise when given
+// (a MoE expert's GEMM is configured from the block's token count, as vLLM's fused_moe is; a
+// deferred LM head from its forward call's rows), else x's rows.
+void emulated_gemm(const PathStyle& style, const HostMat& x, const PreparedLinear& lin, HostMat& y,
+                   bool out_fp32, bool decode_step, int m_select = 0);
+
+// A CPU kernel path's LM head on its own (logprobs.cpp): log-prob rows from final normed hidden
+// rows, each computed as the forward call it came from computes it (HeadAt). It owns what it reads
+// (the style, and the lm_head whose storage it shares), so a path's log-prob rows can be computed
+// after the path's EmulatedOps and weight form are gone: when the metrics read them, a few rows at
+// a time, instead of every path holding [response x vocab] floats (run_path_group).
+class EmulatedHead {
+ public:
+  EmulatedHead(const PathStyle& style, const PreparedLinear& lm_head) : style_(style), lm_head_(lm_head) {}
+  void logprobs(const HostMat& xn, HostMat& out, HeadAt at) const;
+
+ private:
+  PathStyle style_;
+  PreparedLinear lm_head_;
+};
+
 class EmulatedOps {
  public:
   using Mat = HostMat;
@@ -36,6 +58,7 @@ class EmulatedOps {
   // new_cache, embed, add_norm, residual_sum, linear, head_norm, rope, attention, silu_mul,
   // logprobs: the ops contract (ops_contract.hpp).
   RLP_FORWARD_OPS_MEMBERS
+  const EmulatedHead& head() const { return head_; }
 
   // Used by calibration: the amax observers see q/k/v after RoPE of each call.
   struct QkvObserver {
@@ -46,10 +69,10 @@ class EmulatedOps {
 
  private:
   float round_act(float x) const;  // num::round_act in this path's activation format
-  // m_select > 0: the M kernel selection sees outside decode steps instead of x's rows (a MoE
-  // expert's GEMM is configured from the block's token count, as vLLM's fused_moe is).
   void gemm(const Mat& x, const PreparedLinear& lin, Mat& y, bool out_fp32, bool decode_step,
-            int m_select = 0) const;
+            int m_select = 0) const {
+    emulated_gemm(style_, x, lin, y, out_fp32, decode_step, m_select);
+  }
   // Qwen2-MoE: out += sigmoid(shared_expert_gate(xn)) * shared_expert(xn), act-dtype roundings (moe.cpp).
   void add_shared_expert(const Mat& xn, int layer, Mat& out, bool decode_step) const;
   void rms_norm_row(const float* z_for_var, const float* z, const float* w, int n, float* out) const;
@@ -62,6 +85,7 @@ class EmulatedOps {
   const ModelSpec& spec_;
   const PreparedWeights& w_;
   PathStyle style_;
+  EmulatedHead head_;
   KvScales kv_scales_;
   std::vector<float> inv_freq_;
   // rope_entry of positions [0, rope_table_positions_) x the head's frequencies, computed once: every

@@ -22,14 +22,18 @@ namespace rlp {
 template <class Mat>
 using LayerHook = std::function<void(int layer, const Mat& hidden, const MoeRouting* routing)>;
 
+// What a forward call leaves in its output matrix: the log-prob rows (the LM head run), or the final
+// normed hidden rows the head reads, for a caller that runs the head later (HeadAt).
+enum class ForwardOut { logprobs, final_hidden };
+
 // The layer stack over `n` rows at the given positions. `attend(layer, q, k, v, out)` writes the
 // rows' keys/values to their caches and attends; it is the only part that knows which sequence a
 // row belongs to. With `replay` (rows of one sequence), every MoE block takes the tape's routing at
 // the rows' positions in place of its router's top-k.
 template <ForwardOps Ops, class Attend>
 void forward_rows(const Ops& ops, const int32_t* tokens, int n, const int* positions, bool decode_step,
-                  const Attend& attend, typename Ops::Mat& logprobs, const LayerHook<typename Ops::Mat>& hook,
-                  const ReplayedRouting& replay = {}) {
+                  const Attend& attend, typename Ops::Mat& out, const LayerHook<typename Ops::Mat>& hook,
+                  const ReplayedRouting& replay = {}, ForwardOut what = ForwardOut::logprobs) {
   using Mat = typename Ops::Mat;
   const ModelSpec& spec = ops.spec();
   Mat h, xn, q, k, v, attn, o, gate, up, act, down, observed;
@@ -66,22 +70,25 @@ void forward_rows(const Ops& ops, const int32_t* tokens, int n, const int* posit
     }
   }
   ops.add_norm(h, pending, spec.layers, NormSlot::final, xn);
-  ops.logprobs(xn, logprobs, decode_step);
+  if (what == ForwardOut::final_hidden)
+    out = std::move(xn);
+  else
+    ops.logprobs(xn, out, decode_step);
 }
 
 // Positions [pos0, pos0 + n) of one sequence whose earlier positions are in `cache`; with `replay`,
 // its MoE blocks take that sequence's replayed routing.
 template <ForwardOps Ops>
 void forward(const Ops& ops, typename Ops::Cache& cache, const int32_t* tokens, int n, int pos0,
-             typename Ops::Mat& logprobs, const LayerHook<typename Ops::Mat>& hook = {},
-             const ReplayedRouting& replay = {}) {
+             typename Ops::Mat& out, const LayerHook<typename Ops::Mat>& hook = {},
+             const ReplayedRouting& replay = {}, ForwardOut what = ForwardOut::logprobs) {
   using Mat = typename Ops::Mat;
   std::vector<int> positions(static_cast<std::size_t>(n));
   for (int i = 0; i < n; ++i) positions[static_cast<std::size_t>(i)] = pos0 + i;
-  auto attend = [&](int l, const Mat& q, const Mat& k, const Mat& v, Mat& out) {
-    ops.attention(l, q, k, v, pos0, cache, out);
+  auto attend = [&](int l, const Mat& q, const Mat& k, const Mat& v, Mat& attn) {
+    ops.attention(l, q, k, v, pos0, cache, attn);
   };
-  forward_rows(ops, tokens, n, positions.data(), false, attend, logprobs, hook, replay);
+  forward_rows(ops, tokens, n, positions.data(), false, attend, out, hook, replay, what);
   cache.length = pos0 + n;
 }
 
@@ -89,14 +96,15 @@ void forward(const Ops& ops, typename Ops::Cache& cache, const int32_t* tokens, 
 // `chunk` positions (0 = one call), each a forward call whose rows attend to the cached positions
 // and themselves, as vLLM's chunked prefill runs a prompt longer than the token budget
 // (max_num_batched_tokens) over several scheduler steps. Kernel selection sees each chunk's rows.
-// `logprobs` holds the last chunk's rows (its last row predicts the first response token); the hook
+// `out` holds the last chunk's rows (its last row predicts the first response token); the hook
 // sees every chunk.
 template <ForwardOps Ops>
 void forward_prefill(const Ops& ops, typename Ops::Cache& cache, const int32_t* tokens, int n, int chunk,
-                     typename Ops::Mat& logprobs, const LayerHook<typename Ops::Mat>& hook = {}) {
+                     typename Ops::Mat& out, const LayerHook<typename Ops::Mat>& hook = {},
+                     ForwardOut what = ForwardOut::logprobs) {
   const int step = chunk > 0 ? chunk : n;
   for (int p0 = 0; p0 < n; p0 += step)
-    forward(ops, cache, tokens + p0, std::min(step, n - p0), p0, logprobs, hook);
+    forward(ops, cache, tokens + p0, std::min(step, n - p0), p0, out, hook, {}, what);
 }
 
 // One decode step for several sequences at once: row r is token tokens[r] of the sequence whose
@@ -104,27 +112,27 @@ void forward_prefill(const Ops& ops, typename Ops::Cache& cache, const int32_t* 
 // (kernel selection never sees how rows were grouped), so grouping changes speed, not results.
 template <ForwardOps Ops>
 void forward_decode(const Ops& ops, const std::vector<typename Ops::Cache*>& caches, const int32_t* tokens,
-                    const int* positions, typename Ops::Mat& logprobs,
-                    const LayerHook<typename Ops::Mat>& hook = {}) {
+                    const int* positions, typename Ops::Mat& out,
+                    const LayerHook<typename Ops::Mat>& hook = {}, ForwardOut what = ForwardOut::logprobs) {
   using Mat = typename Ops::Mat;
   const int n = static_cast<int>(caches.size());
-  auto attend = [&](int l, const Mat& q, const Mat& k, const Mat& v, Mat& out) {
+  auto attend = [&](int l, const Mat& q, const Mat& k, const Mat& v, Mat& attn) {
     // An Ops may attend all rows in one call (the CUDA backend: one launch per layer and step),
     // computing each row exactly as the one-row calls below do; false when it does not.
-    if constexpr (requires { ops.attention_rows(l, q, k, v, positions, caches, out); }) {
-      if (ops.attention_rows(l, q, k, v, positions, caches, out)) return;
+    if constexpr (requires { ops.attention_rows(l, q, k, v, positions, caches, attn); }) {
+      if (ops.attention_rows(l, q, k, v, positions, caches, attn)) return;
     }
-    out.resize(n, ops.spec().heads * ops.spec().head_dim);
+    attn.resize(n, ops.spec().heads * ops.spec().head_dim);
     Mat qr, kr, vr, orow;
     for (int r = 0; r < n; ++r) {
       qr = q.row(r);
       kr = k.row(r);
       vr = v.row(r);
       ops.attention(l, qr, kr, vr, positions[r], *caches[static_cast<std::size_t>(r)], orow);
-      out.row(r) = orow.row(0);
+      attn.row(r) = orow.row(0);
     }
   };
-  forward_rows(ops, tokens, n, positions, true, attend, logprobs, hook);
+  forward_rows(ops, tokens, n, positions, true, attend, out, hook, {}, what);
   for (int r = 0; r < n; ++r) caches[static_cast<std::size_t>(r)]->length = positions[r] + 1;
 }
 
@@ -137,7 +145,7 @@ struct KnownSteps {
 };
 
 // Decode steps with known tokens, evaluated layer by layer: the rows of every run (concatenated in
-// order in `tokens`, `logprobs` and the hook's rows) go through each layer together. Position t in
+// order in `tokens`, `out` and the hook's rows) go through each layer together. Position t in
 // layer l needs only layer l-1's output at t and layer l's keys/values of positions < t, which the
 // same call wrote before (earlier rows of the run) or the cache holds (earlier calls). Every op is
 // called as in forward_decode (decode_step: kernel selection sees the decode batch as M, never the
@@ -147,19 +155,20 @@ struct KnownSteps {
 // many rows.
 template <ForwardOps Ops>
 void forward_decode_known(const Ops& ops, const std::vector<KnownSteps<typename Ops::Cache>>& runs,
-                          const int32_t* tokens, typename Ops::Mat& logprobs,
-                          const LayerHook<typename Ops::Mat>& hook = {}) {
+                          const int32_t* tokens, typename Ops::Mat& out,
+                          const LayerHook<typename Ops::Mat>& hook = {},
+                          ForwardOut what = ForwardOut::logprobs) {
   using Mat = typename Ops::Mat;
   std::vector<int> positions;
   for (const auto& r : runs)
     for (int i = 0; i < r.n; ++i) positions.push_back(r.pos0 + i);
   const int n = static_cast<int>(positions.size());
-  auto attend = [&](int l, const Mat& q, const Mat& k, const Mat& v, Mat& out) {
+  auto attend = [&](int l, const Mat& q, const Mat& k, const Mat& v, Mat& attn) {
     if (runs.size() == 1) {
-      ops.attention(l, q, k, v, runs[0].pos0, *runs[0].cache, out);
+      ops.attention(l, q, k, v, runs[0].pos0, *runs[0].cache, attn);
       return;
     }
-    out.resize(n, ops.spec().heads * ops.spec().head_dim);
+    attn.resize(n, ops.spec().heads * ops.spec().head_dim);
     Mat qr, kr, vr, orun;
     int off = 0;
     for (const auto& r : runs) {
@@ -167,11 +176,11 @@ void forward_decode_known(const Ops& ops, const std::vector<KnownSteps<typename 
       kr = k.middleRows(off, r.n);
       vr = v.middleRows(off, r.n);
       ops.attention(l, qr, kr, vr, r.pos0, *r.cache, orun);
-      out.middleRows(off, r.n) = orun;
+      attn.middleRows(off, r.n) = orun;
       off += r.n;
     }
   };
-  forward_rows(ops, tokens, n, positions.data(), true, attend, logprobs, hook);
+  forward_rows(ops, tokens, n, positions.data(), true, attend, out, hook, {}, what);
   for (const auto& r : runs) r.cache->length = r.pos0 + r.n;
 }
 

@@ -12,6 +12,16 @@
 
 namespace rlp {
 
+// Where the forward call that computed a row of final hidden states had it: the LM head's kernel
+// selection and its vocab-parallel reduction are configured from that call (a decode step, or a
+// call of m rows with this row at row0; m = 0: the rows of the head's own call). A head that takes
+// HeadAt computes a row in any company as that call did (EmulatedHead: a path's log-prob rows are
+// computed when the metrics read them).
+struct HeadAt {
+  bool decode_step = false;
+  int m = 0, row0 = 0;
+};
+
 // Mat: a row-major matrix (rows = tokens). Cache: one sequence's KV cache with `length`, the
 // positions filled. Every op writes its output matrix (resizing it); none keeps a reference.
 template <class Ops>

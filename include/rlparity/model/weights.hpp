@@ -2,6 +2,7 @@
 // read: act-dtype values (bf16/fp16, held exactly in float), fp8 codes with block scales for fp8
 // linears, or float64 for the oracle. Prepared once per distinct form and shared between recipes.
 #pragma once
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,24 +23,26 @@ inline constexpr int kNumProj = 7;
 class Half16Bits {
  public:
   Half16Bits() = default;
-  explicit Half16Bits(std::vector<uint16_t> owned) : owned_(std::move(owned)) {}
+  explicit Half16Bits(std::vector<uint16_t> owned)
+      : owned_(std::make_shared<const std::vector<uint16_t>>(std::move(owned))) {}
   static Half16Bits view(const uint16_t* p, std::size_t n) {
     Half16Bits b;
     b.view_ = p;
     b.view_n_ = n;
     return b;
   }
-  const uint16_t* data() const { return view_ ? view_ : owned_.data(); }
-  std::size_t size() const { return view_ ? view_n_ : owned_.size(); }
+  const uint16_t* data() const { return view_ ? view_ : owned_ ? owned_->data() : nullptr; }
+  std::size_t size() const { return view_ ? view_n_ : owned_ ? owned_->size() : 0; }
   bool empty() const { return size() == 0; }
   uint16_t operator[](std::size_t i) const { return data()[i]; }
   const uint16_t* begin() const { return data(); }
   const uint16_t* end() const { return data() + size(); }
   bool mapped() const { return view_ != nullptr; }
-  std::size_t owned_bytes() const { return owned_.size() * sizeof(uint16_t); }
+  std::size_t owned_bytes() const { return owned_ ? owned_->size() * sizeof(uint16_t) : 0; }
 
  private:
-  std::vector<uint16_t> owned_;
+  // Shared, so that a copy (a path's deferred LM head, PathOutput) is cheap and outlives the form.
+  std::shared_ptr<const std::vector<uint16_t>> owned_;
   const uint16_t* view_ = nullptr;
   std::size_t view_n_ = 0;
 };

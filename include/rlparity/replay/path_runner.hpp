@@ -9,6 +9,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "rlparity/model/emulated_ops.hpp"
@@ -40,7 +41,14 @@ inline constexpr int kLayerwiseDecodeRows = 512;
 // at those rows.
 template <class Mat>
 struct PathOutput {
-  Mat logprobs;  // [response_len x vocab], or [response_len x 1] (the response token's) without full rows
+  // [response_len x vocab], or [response_len x 1] (the response token's) without full rows. Empty
+  // when the head is deferred: then log_prob_rows computes the rows from head_in when they are read.
+  Mat logprobs;
+  // A deferred LM head: the final normed hidden state of each response row [response_len x hidden],
+  // where its forward call had it, and the head (one that owns what it reads: EmulatedHead).
+  Mat head_in;
+  std::vector<HeadAt> head_at;
+  std::function<void(const Mat& xn, Mat& out, HeadAt at)> head;
   std::vector<Mat> hidden;  // per layer [response_len x hidden]
   // Per layer, MoE layers only (empty for dense ones): the router's choices at the same rows,
   // [response_len x k] expert ids in top-k slot order, and [response_len] margins (moe_routing.hpp).
@@ -48,6 +56,45 @@ struct PathOutput {
   std::vector<std::vector<double>> margin;
   // The routing at every forward position, when the sequence asked for it (SeqTokens::record_routing).
   RoutingTape tape;
+};
+
+// Full log-prob rows [j0, j0 + n) of a path's output, row-major: in o.logprobs, or computed into
+// `buf` by its deferred head, each run of rows that came from one forward call (a decode step's rows
+// are alike whatever their step) in one head call.
+template <class Mat>
+const typename Mat::Scalar* log_prob_rows(const PathOutput<Mat>& o, int j0, int n, Mat& buf) {
+  if (!o.head) return o.logprobs.row(j0).data();
+  auto same_call = [](const HeadAt& a, const HeadAt& b) {
+    return a.decode_step == b.decode_step && (a.decode_step || (a.m == b.m && a.row0 + 1 == b.row0));
+  };
+  Mat part;
+  for (int a = j0; a < j0 + n;) {
+    int b = a + 1;
+    while (b < j0 + n &&
+           same_call(o.head_at[static_cast<std::size_t>(b - 1)], o.head_at[static_cast<std::size_t>(b)]))
+      ++b;
+    if (a == j0 && b == j0 + n) {
+      o.head(o.head_in.middleRows(j0, n), buf, o.head_at[static_cast<std::size_t>(a)]);
+      break;
+    }
+    o.head(o.head_in.middleRows(a, b - a), part, o.head_at[static_cast<std::size_t>(a)]);
+    buf.resize(n, part.cols());
+    buf.middleRows(a - j0, b - a) = part;
+    a = b;
+  }
+  return buf.data();
+}
+
+// Response rows per call of a deferred LM head: when the metrics read full rows (log_prob_rows in
+// kHeadRows reads), and for a teacher-forced path's token log-probs (the oracle's).
+inline constexpr int kHeadRows = 64;
+
+// An Ops whose LM head can run after the forward (ForwardOut::final_hidden): head() computes rows
+// as the forward call they came from would (EmulatedOps; OracleOps, whose rows never depend on
+// the call).
+template <class Ops>
+concept DeferrableHead = requires(const Ops& ops, const typename Ops::Mat& x, typename Ops::Mat& y) {
+  ops.head().logprobs(x, y, HeadAt{});
 };
 
 // Rows [src, src + n) of one forward call's layer output (and its MoE routing) kept as response rows
@@ -95,7 +142,9 @@ struct SeqTokens {
 // over chunks of steps of the whole group.
 // prefill_chunk: the decode prefill in chunks of that many prompt positions (forward_prefill).
 // full_rows = false keeps only each response token's log-prob (the oracle's use: its full rows
-// would be the group's largest buffer).
+// would be the group's largest buffer). Full rows of an Ops with a DeferrableHead are left to the
+// metrics (PathOutput::head): the forward keeps the response rows' final hidden states, and no path
+// holds [response x vocab] floats while another runs.
 // decode: how the decode steps after the prefills are evaluated (DecodeEval); layerwise only for an
 // Ops whose decode rows do not depend on how many rows a call holds, in calls of about
 // layerwise_rows rows (at least one step of every sequence).
@@ -110,16 +159,39 @@ std::vector<PathOutput<typename Ops::Mat>> run_path_group(const Ops& ops, Sequen
   const ModelSpec& spec = ops.spec();
   const std::size_t G = seqs.size();
   std::vector<PathOutput<Mat>> out(G);
-  // Response token j of sequence i is predicted by output row `row` of the forward.
-  auto keep = [&](std::size_t i, int j, const Mat& lp, Eigen::Index row) {
-    if (full_rows)
+  constexpr bool deferrable = DeferrableHead<Ops>;
+  // Full rows: left to the metrics. Only the tokens' log-probs of a teacher-forced path: its head
+  // runs over the response rows alone, kHeadRows at a time (never over the prompt's rows, never
+  // [positions x vocab] at once).
+  const bool defer = deferrable && full_rows;
+  const bool head_after = deferrable && !full_rows && mode == SequenceMode::teacher_forced;
+  const ForwardOut what = defer || head_after ? ForwardOut::final_hidden : ForwardOut::logprobs;
+  // Response token j of sequence i is predicted by output row `row` of the forward, a call that
+  // had it where `at` says.
+  auto keep = [&](std::size_t i, int j, const Mat& lp, Eigen::Index row, HeadAt at) {
+    if (defer) {
+      out[i].head_in.row(j) = lp.row(row);
+      out[i].head_at[static_cast<std::size_t>(j)] = at;
+    } else if (full_rows) {
       out[i].logprobs.row(j) = lp.row(row);
-    else
+    } else {
       out[i].logprobs(j, 0) = lp(row, seqs[i].tokens[static_cast<std::size_t>(seqs[i].prompt_len + j)]);
+    }
   };
+  const HeadAt decode_row{true, 0, 0};
   bool any_tape = false;
   for (std::size_t i = 0; i < G; ++i) {
-    out[i].logprobs.resize(seqs[i].response_len, full_rows ? spec.vocab : 1);
+    if constexpr (deferrable) {
+      if (defer) {
+        out[i].head = [h = std::make_shared<const std::remove_cvref_t<decltype(ops.head())>>(ops.head())](
+                          const Mat& xn, Mat& lp, HeadAt at) { h->logprobs(xn, lp, at); };
+        out[i].head_at.resize(static_cast<std::size_t>(seqs[i].response_len));
+        // (teacher-forced: the forward's own rows become head_in)
+        if (mode != SequenceMode::teacher_forced) out[i].head_in.resize(seqs[i].response_len, spec.hidden);
+      }
+    }
+    if (!defer && !(full_rows && mode == SequenceMode::teacher_forced))  // (those become the forward's rows)
+      out[i].logprobs.resize(seqs[i].response_len, full_rows ? spec.vocab : 1);
     const auto R = static_cast<std::size_t>(seqs[i].response_len), L = static_cast<std::size_t>(spec.layers);
     if (seqs[i].record_routing && spec.moe_layer_count() > 0) {
       any_tape = true;
@@ -160,16 +232,27 @@ std::vector<PathOutput<typename Ops::Mat>> run_path_group(const Ops& ops, Sequen
               keep_layer_rows(out[i], layer, h, routing, h.rows() - s.response_len, 0, s.response_len);
             record_tape_rows(out[i], layer, routing, 0, 0, static_cast<int>(h.rows()));
           };
-        forward(ops, cache, s.tokens.data(), s.prompt_len + s.response_len - 1, 0, lp, hook,
-                s.routing_replay);
+        const int n = s.prompt_len + s.response_len - 1;
+        forward(ops, cache, s.tokens.data(), n, 0, lp, hook, s.routing_replay, what);
         if (full_rows) {
-          // The response rows moved to the top of the forward's own rows, which then become the
-          // output: no second [response x vocab] matrix (the reserved one was never touched).
+          // The response rows moved to the top of the forward's own rows (log-probs, or the final
+          // hidden states of a deferred head), which then become the output: no second matrix.
           for (int j = 0; j < s.response_len; ++j) lp.row(j) = lp.row(s.prompt_len - 1 + j);
           lp.conservativeResize(s.response_len, Eigen::NoChange);
-          out[i].logprobs = std::move(lp);
+          (defer ? out[i].head_in : out[i].logprobs) = std::move(lp);
+          for (int j = 0; defer && j < s.response_len; ++j)
+            out[i].head_at[static_cast<std::size_t>(j)] = HeadAt{false, n, s.prompt_len - 1 + j};
+        } else if (head_after) {
+          if constexpr (deferrable) {
+            Mat part;
+            for (int j0 = 0; j0 < s.response_len; j0 += kHeadRows) {
+              const int rows = std::min(kHeadRows, s.response_len - j0), row0 = s.prompt_len - 1 + j0;
+              ops.head().logprobs(lp.middleRows(row0, rows), part, HeadAt{false, n, row0});
+              for (int t = 0; t < rows; ++t) keep(i, j0 + t, part, t, {});
+            }
+          }
         } else {
-          for (int j = 0; j < s.response_len; ++j) keep(i, j, lp, s.prompt_len - 1 + j);
+          for (int j = 0; j < s.response_len; ++j) keep(i, j, lp, s.prompt_len - 1 + j, {});
         }
       }
     });
@@ -192,8 +275,9 @@ std::vector<PathOutput<typename Ops::Mat>> run_path_group(const Ops& ops, Sequen
         record_tape_rows(out[i], layer, routing, 0, p0, static_cast<int>(h.rows()));
         p0 += static_cast<int>(h.rows());
       };
-    forward_prefill(ops, caches[i], s.tokens.data(), s.prompt_len, prefill_chunk, lp, hook);
-    keep(i, 0, lp, lp.rows() - 1);
+    forward_prefill(ops, caches[i], s.tokens.data(), s.prompt_len, prefill_chunk, lp, hook, what);
+    const int last = static_cast<int>(lp.rows()) - 1;
+    keep(i, 0, lp, last, HeadAt{false, last + 1, last});
     max_r = std::max(max_r, s.response_len);
   }
   if (decode == DecodeEval::layerwise) {
@@ -226,9 +310,10 @@ std::vector<PathOutput<typename Ops::Mat>> run_path_group(const Ops& ops, Sequen
             record_tape_rows(out[owner[a]], layer, routing, src, runs[a].pos0, runs[a].n);
           }
         };
-      forward_decode_known(ops, runs, tokens.data(), lp, hook);
+      forward_decode_known(ops, runs, tokens.data(), lp, hook, what);
       for (std::size_t a = 0, off = 0; a < runs.size(); off += static_cast<std::size_t>(runs[a].n), ++a)
-        for (int t = 0; t < runs[a].n; ++t) keep(owner[a], j0 + t, lp, static_cast<Eigen::Index>(off) + t);
+        for (int t = 0; t < runs[a].n; ++t)
+          keep(owner[a], j0 + t, lp, static_cast<Eigen::Index>(off) + t, decode_row);
     }
     return out;
   }
@@ -259,8 +344,9 @@ std::vector<PathOutput<typename Ops::Mat>> run_path_group(const Ops& ops, Sequen
           record_tape_rows(out[active[a]], layer, routing, src, positions[a], 1);
         }
       };
-    forward_decode(ops, cache_ptrs, tokens.data(), positions.data(), lp, hook);
-    for (std::size_t a = 0; a < active.size(); ++a) keep(active[a], j, lp, static_cast<Eigen::Index>(a));
+    forward_decode(ops, cache_ptrs, tokens.data(), positions.data(), lp, hook, what);
+    for (std::size_t a = 0; a < active.size(); ++a)
+      keep(active[a], j, lp, static_cast<Eigen::Index>(a), decode_row);
   }
   return out;
 }

@@ -35,16 +35,18 @@ std::size_t replay_group_size(const ModelSpec& spec, std::size_t sequences, uint
 // Groups replayed as one block: every path of the plan's schedule runs over the block's groups
 // before the next path, so a block's outputs wait in memory: per sequence, the paths waiting for
 // their recipe's other path (schedule_waiting_paths) and the running one's log-prob rows and hidden
-// states at 4 B, and the oracle's hidden states and log-probs at 8 B. As many groups as keep that
+// states at 4 B (deferred_heads: the final hidden rows their LM heads read in place of the log-prob
+// rows, which the metrics compute kHeadRows at a time; the CPU paths), and the oracle's hidden
+// states and log-probs at 8 B. As many groups as keep that
 // under kBlockKeptBytes, at least one. Blocks never change results; each prepares the fp8 forms anew.
 // A plan whose paths all read one form runs blocks of one group on the CPU emulation and keeps the
 // form across them (ReplayPlan::blocks_of_one_group): nothing is prepared twice, and only one
 // group's outputs wait.
 inline constexpr uint64_t kBlockKeptBytes = uint64_t{2} << 30;
 uint64_t replay_kept_bytes_per_sequence(const ModelSpec& spec, std::size_t waiting_paths,
-                                        uint64_t longest_response, bool oracle);
+                                        uint64_t longest_response, bool oracle, bool deferred_heads);
 std::size_t replay_block_groups(const ModelSpec& spec, std::size_t waiting_paths, std::size_t group_size,
-                                uint64_t longest_response, bool oracle);
+                                uint64_t longest_response, bool oracle, bool deferred_heads);
 
 using ProgressFn = std::function<void(int64_t tokens_done, int64_t tokens_total)>;
 

@@ -15,7 +15,7 @@ namespace rlp {
 
 EmulatedOps::EmulatedOps(const ModelSpec& spec, const PreparedWeights& weights, const PathStyle& style,
                          const KvScales* kv_scales)
-    : spec_(spec), w_(weights), style_(style) {
+    : spec_(spec), w_(weights), style_(style), head_(style, weights.lm_head) {
   if (kv_scales) kv_scales_ = *kv_scales;
   if (style_.kv_cache == KvCacheDtype::fp8 && kv_scales_.empty())
     RLP_THROW("path '{}' has an fp8 KV cache but no KV scales were calibrated", style_.name);

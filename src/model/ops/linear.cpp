@@ -15,37 +15,37 @@ namespace rlp {
 
 using ops_detail::kRowGrain;
 
-void EmulatedOps::gemm(const Mat& x, const PreparedLinear& lin, Mat& y, bool out_fp32, bool decode_step,
-                       int m_select) const {
+void emulated_gemm(const PathStyle& style, const HostMat& x, const PreparedLinear& lin, HostMat& y,
+                   bool out_fp32, bool decode_step, int m_select) {
   const int n = static_cast<int>(x.rows());
   // Kernel selection sees M = the engine's decode batch during decode steps (however many rows this
   // call groups), the token count otherwise.
-  const int m_kernel = decode_step ? style_.decode_m() : (m_select > 0 ? m_select : n);
+  const int m_kernel = decode_step ? style.decode_m() : (m_select > 0 ? m_select : n);
   y.resize(n, lin.out);
   if (lin.per_channel) {
     // vLLM's Fp8LinearOp: per-token activation scales, CUTLASS scaled_mm with its epilogue (bias
     // included); swap-AB for M <= 64 (scaled_mm_sm90_fp8_dispatch.cuh), M as the kernel sees it.
     num::Fp8Tensor xq;
     num::quantize_per_token_vllm(x.data(), n, lin.in, xq);
-    num::gemm_fp8_rowscaled(xq, lin.wq, y.data(), style_.fp8_accum, m_kernel <= 64,
+    num::gemm_fp8_rowscaled(xq, lin.wq, y.data(), style.fp8_accum, m_kernel <= 64,
                             lin.bias.empty() ? nullptr : lin.bias.data(),
-                            out_fp32 ? num::OutRound::fp32 : num::out_round_of(style_.act));
+                            out_fp32 ? num::OutRound::fp32 : num::out_round_of(style.act));
     return;
   }
-  num::GemmConfig cfg = style_.gemm_config(m_kernel, lin.in);
+  num::GemmConfig cfg = style.gemm_config(m_kernel, lin.in);
   if (out_fp32 || !lin.bias.empty()) cfg.out = num::OutRound::fp32;
   if (lin.fp8) {
-    const num::Fp8Tensor xq = num::quantize_blocks(x.data(), n, lin.in, 1, 128, style_.act_scale_options());
+    const num::Fp8Tensor xq = num::quantize_blocks(x.data(), n, lin.in, 1, 128, style.act_scale_options());
     num::gemm_fp8_blockscaled(xq, lin.wq, y.data(), cfg);
   } else {
-    num::gemm_f32acc(x.data(), lin.w.data(), style_.act, y.data(), n, lin.out, lin.in, cfg);
+    num::gemm_f32acc(x.data(), lin.w.data(), style.act, y.data(), n, lin.out, lin.in, cfg);
   }
   if (!lin.bias.empty()) {
     // Bias added in the fp32 epilogue, one rounding to the act dtype.
     parallel_for(static_cast<std::size_t>(n), kRowGrain, [&](std::size_t r0, std::size_t r1) {
       for (Eigen::Index r = static_cast<Eigen::Index>(r0); r < static_cast<Eigen::Index>(r1); ++r)
         for (int c = 0; c < lin.out; ++c)
-          y(r, c) = round_act(y(r, c) + lin.bias[static_cast<std::size_t>(c)]);
+          y(r, c) = num::round_act(y(r, c) + lin.bias[static_cast<std::size_t>(c)], style.act);
     });
   }
 }

@@ -11,7 +11,12 @@
 namespace rlp {
 
 void EmulatedOps::logprobs(const Mat& xn, Mat& out, bool decode_step) const {
-  gemm(xn, w_.lm_head, out, style_.logits_fp32, decode_step);
+  head_.logprobs(xn, out, HeadAt{decode_step, 0, 0});
+}
+
+void EmulatedHead::logprobs(const HostMat& xn, HostMat& out, HeadAt at) const {
+  const bool decode_step = at.decode_step;
+  emulated_gemm(style_, xn, lm_head_, out, style_.logits_fp32, decode_step, at.m);
   const int tp = style_.tp;
   if (tp != 1 && style_.vocab_parallel_logsoftmax) {
     // Megatron's vocab_parallel_cross_entropy (megatron/core/tensor_parallel/cross_entropy.py): each
@@ -22,7 +27,7 @@ void EmulatedOps::logprobs(const Mat& xn, Mat& out, bool decode_step) const {
     // a multiple of tp instead; padded entries are not modelled).
     const int V = static_cast<int>(out.cols());
     const int shard = (V + tp - 1) / tp;
-    const int64_t count = decode_step ? style_.decode_m() : out.rows();
+    const int64_t count = decode_step ? style_.decode_m() : at.m > 0 ? at.m : out.rows();
     const num::ReduceAlgo algo = style_.reduce_algo(count * 4, false);
     parallel_for(static_cast<std::size_t>(out.rows()), 1, [&](std::size_t r0, std::size_t r1) {
       std::vector<float> sums(static_cast<std::size_t>(tp));
@@ -39,7 +44,7 @@ void EmulatedOps::logprobs(const Mat& xn, Mat& out, bool decode_step) const {
           for (int i = q * shard; i < std::min(V, (q + 1) * shard); ++i) sq += num::expf_model(row[i] - m);
           sums[static_cast<std::size_t>(q)] = sq;
         }
-        const int64_t idx = decode_step ? 0 : static_cast<int64_t>(r);
+        const int64_t idx = decode_step ? 0 : at.row0 + static_cast<int64_t>(r);
         const float sum = num::all_reduce_element(
             algo, sums.data(), tp, num::reduce_owner(algo, idx, count, tp, 4), num::OutRound::fp32);
         const float lse = m + num::logf_model(sum);
