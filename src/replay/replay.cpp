@@ -189,10 +189,10 @@ class WeightsSource {
       : ckpt_(ckpt), plan_(plan), cache_(cache), log_(log), own_(plan.weight_forms.size()) {}
   const PreparedWeights& get(std::size_t form) {
     const std::size_t lead = plan_.form_group[form];
-    if (lead != form && slot(lead)) {
-      if (refit_form_is_shareable(*slot(lead), ckpt_)) {
+    if (const PreparedWeights* held = lead != form ? slot(lead).get() : nullptr) {
+      if (refit_form_is_shareable(*held, ckpt_)) {
         if (log_) log_->form_shared(form);
-        return *slot(lead);
+        return *held;
       }
       // path_schedule ran the lead's paths first: this form is prepared on its own, the lead gone.
       release(lead);
@@ -527,14 +527,14 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
   const bool replay_routing = opt.routing_replay != RoutingReplayMode::off;
   using Outputs = std::vector<PathOutput<PathRunner::Mat>>;
   // Recipe ri's metrics for group member gi (sequence i), from its two paths' outputs.
+  // Sequences in parallel; within a sequence (a lone one, or on 1 thread: a nested parallel_for runs
+  // serially on its worker) the rows of each chunk and the layers. Every value is computed by one
+  // task in a fixed order: the same bits for any thread count.
   auto take_metrics = [&](std::size_t ri, const std::vector<std::size_t>& seq,
                           const std::vector<SeqTokens>& group, const Outputs& gen, const Outputs& train,
                           const std::vector<PathOutput<OracleOps::Mat>>& oracle) {
     auto& m = tok[ri];
     parallel_for(seq.size(), 1, [&](std::size_t b, std::size_t e) {
-      std::vector<double> scratch;
-      std::vector<int32_t> top_ids;
-      std::vector<double> top_lp;
       PathRunner::Mat g_buf, t_buf;  // log-prob rows of deferred heads (log_prob_rows)
       for (std::size_t gi = b; gi < e; ++gi) {
         const std::size_t i = seq[gi];
@@ -546,55 +546,64 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
           const int n = std::min(kHeadRows, R - j0);
           const float* g_rows = log_prob_rows(g, j0, n, g_buf);
           const float* t_rows = log_prob_rows(t, j0, n, t_buf);
-          for (int j = j0; j < j0 + n; ++j) {
-            const std::size_t at = off + static_cast<std::size_t>(j);
-            const int32_t token = inputs[i].response[static_cast<std::size_t>(j)];
-            const float* g_row = g_rows + static_cast<std::ptrdiff_t>(j - j0) * spec.vocab;
-            const float* t_row = t_rows + static_cast<std::ptrdiff_t>(j - j0) * spec.vocab;
-            const FullVocabStats fv = full_vocab_stats(g_row, t_row, spec.vocab);
-            m.at("logp_gen")[at] = g_row[token];
-            m.at("logp_train")[at] = t_row[token];
-            m.at("kl_gen_train")[at] = fv.kl_gen_train;
-            m.at("kl_train_gen")[at] = fv.kl_train_gen;
-            m.at("top1_agree")[at] = fv.top1_agree ? 1.0 : 0.0;
-            m.at("entropy_gen")[at] = fv.entropy_gen;
-            m.at("js")[at] = fv.js;
-            if (routing.any()) {
-              routing.store(routing.gen[ri], at, g.experts, j);
-              routing.store(routing.train[ri], at, t.experts, j);
+          parallel_for(static_cast<std::size_t>(n), 1, [&](std::size_t r0, std::size_t r1) {
+            std::vector<double> scratch, top_lp;
+            std::vector<int32_t> top_ids;
+            for (int j = j0 + static_cast<int>(r0); j < j0 + static_cast<int>(r1); ++j) {
+              const std::size_t at = off + static_cast<std::size_t>(j);
+              const int32_t token = inputs[i].response[static_cast<std::size_t>(j)];
+              const float* g_row = g_rows + static_cast<std::ptrdiff_t>(j - j0) * spec.vocab;
+              const float* t_row = t_rows + static_cast<std::ptrdiff_t>(j - j0) * spec.vocab;
+              const FullVocabStats fv = full_vocab_stats(g_row, t_row, spec.vocab);
+              m.at("logp_gen")[at] = g_row[token];
+              m.at("logp_train")[at] = t_row[token];
+              m.at("kl_gen_train")[at] = fv.kl_gen_train;
+              m.at("kl_train_gen")[at] = fv.kl_train_gen;
+              m.at("top1_agree")[at] = fv.top1_agree ? 1.0 : 0.0;
+              m.at("entropy_gen")[at] = fv.entropy_gen;
+              m.at("js")[at] = fv.js;
+              if (routing.any()) {
+                routing.store(routing.gen[ri], at, g.experts, j);
+                routing.store(routing.train[ri], at, t.experts, j);
+              }
+              if (inputs[i].engine_top.empty() || inputs[i].engine_top[static_cast<std::size_t>(j)].empty())
+                continue;
+              top_ids.clear();
+              top_lp.clear();
+              for (const TopLogprob& x : inputs[i].engine_top[static_cast<std::size_t>(j)]) {
+                top_ids.push_back(x.token);
+                top_lp.push_back(x.logprob);
+              }
+              for (int side = 0; side < 2; ++side) {
+                const TopkKlBounds kb = topk_kl_bounds(top_ids.data(), top_lp.data(), top_ids.size(),
+                                                       side == 0 ? g_row : t_row, spec.vocab, scratch);
+                topk_out[ri][2 * side][at] = kb.lower;
+                topk_out[ri][2 * side + 1][at] = kb.upper;
+              }
             }
-            if (inputs[i].engine_top.empty() || inputs[i].engine_top[static_cast<std::size_t>(j)].empty())
-              continue;
-            top_ids.clear();
-            top_lp.clear();
-            for (const TopLogprob& x : inputs[i].engine_top[static_cast<std::size_t>(j)]) {
-              top_ids.push_back(x.token);
-              top_lp.push_back(x.logprob);
-            }
-            for (int side = 0; side < 2; ++side) {
-              const TopkKlBounds kb = topk_kl_bounds(top_ids.data(), top_lp.data(), top_ids.size(),
-                                                     side == 0 ? g_row : t_row, spec.vocab, scratch);
-              topk_out[ri][2 * side][at] = kb.lower;
-              topk_out[ri][2 * side + 1][at] = kb.upper;
-            }
-          }
+          });
         }
         float* rel = token_rel[ri].data() + off * L;
-        for (int j = 0; j < group[gi].response_len; ++j)
-          for (std::size_t l = 0; l < L; ++l) {
-            const double d = sq_diff(g.hidden[l].row(j), t.hidden[l].row(j)), n = sq_norm(t.hidden[l].row(j));
-            rel[static_cast<std::size_t>(j) * L + l] = n > 0 ? static_cast<float>(std::sqrt(d / n)) : 0.0f;
+        parallel_for(static_cast<std::size_t>(R), kHeadRows, [&](std::size_t r0, std::size_t r1) {
+          for (auto j = static_cast<Eigen::Index>(r0); j < static_cast<Eigen::Index>(r1); ++j)
+            for (std::size_t l = 0; l < L; ++l) {
+              const double d = sq_diff(g.hidden[l].row(j), t.hidden[l].row(j)),
+                           n = sq_norm(t.hidden[l].row(j));
+              rel[static_cast<std::size_t>(j) * L + l] = n > 0 ? static_cast<float>(std::sqrt(d / n)) : 0.0f;
+            }
+        });
+        parallel_for(L, 1, [&](std::size_t l0, std::size_t l1) {
+          for (std::size_t l = l0; l < l1; ++l) {
+            double* sums = &layer_sums[((i * NR + ri) * L + l) * kNumLayerSums];
+            sums[kGT] = sq_diff(g.hidden[l], t.hidden[l]);
+            sums[kT] = sq_norm(t.hidden[l]);
+            if (opt.oracle) {
+              sums[kGO] = sq_diff(g.hidden[l], oracle[gi].hidden[l]);
+              sums[kTO] = sq_diff(t.hidden[l], oracle[gi].hidden[l]);
+              sums[kO] = sq_norm(oracle[gi].hidden[l]);
+            }
           }
-        for (std::size_t l = 0; l < L; ++l) {
-          double* sums = &layer_sums[((i * NR + ri) * L + l) * kNumLayerSums];
-          sums[kGT] = sq_diff(g.hidden[l], t.hidden[l]);
-          sums[kT] = sq_norm(t.hidden[l]);
-          if (opt.oracle) {
-            sums[kGO] = sq_diff(g.hidden[l], oracle[gi].hidden[l]);
-            sums[kTO] = sq_diff(t.hidden[l], oracle[gi].hidden[l]);
-            sums[kO] = sq_norm(oracle[gi].hidden[l]);
-          }
-        }
+        });
       }
     });
   };

@@ -111,12 +111,12 @@ ReplayPlan make_replay_plan(const ModelSpec& spec, const ReplayOptions& options,
     plan.needs_kv_scales = plan.needs_kv_scales || r.needs_kv_scales();
   }
   plan.sampler_form = form_of(plan.sampler.gen, plan.weight_forms, keys);
+  // A form's group: the first form with its refit group key.
   std::vector<std::string> group_keys;
-  for (const PathStyle& form : plan.weight_forms) {
-    group_keys.push_back(refit_group_key(form));
-    plan.form_group.push_back(static_cast<std::size_t>(
-        std::find(group_keys.begin(), group_keys.end(), group_keys.back()) - group_keys.begin()));
-  }
+  for (const PathStyle& form : plan.weight_forms) group_keys.push_back(refit_group_key(form));
+  for (const std::string& key : group_keys)
+    plan.form_group.push_back(
+        static_cast<std::size_t>(std::find(group_keys.begin(), group_keys.end(), key) - group_keys.begin()));
   plan.schedule =
       path_schedule(plan.recipe_forms, plan.form_group, options.routing_replay != RoutingReplayMode::off);
   plan.attribution = plan_attribution(plan, attribution);
@@ -144,9 +144,9 @@ std::vector<ReplayPlan::PathRun> path_schedule(const std::vector<ReplayPlan::Pat
   auto rank = [&](std::size_t form) {
     return std::find(first_use.begin(), first_use.end(), form) - first_use.begin();
   };
-  auto group = [&](std::size_t form) { return form < form_group.size() ? form_group[form] : form; };
   std::stable_sort(runs.begin(), runs.end(), [&](const ReplayPlan::PathRun& a, const ReplayPlan::PathRun& b) {
-    return std::pair{rank(group(a.form)), rank(a.form)} < std::pair{rank(group(b.form)), rank(b.form)};
+    return std::pair{rank(form_group[a.form]), rank(a.form)} <
+           std::pair{rank(form_group[b.form]), rank(b.form)};
   });
   return runs;
 }

@@ -63,10 +63,10 @@ TEST_F(Plan, TheScheduleRunsOneFormAtATime) {
     EXPECT_EQ(natural[i].recipe, i / 2);
     EXPECT_EQ(natural[i].train, i % 2 == 1);
   }
-  // Recipes whose generation form comes first everywhere: gen paths of three recipes before any
-  // training path leaves three waiting.
+  // Recipes whose generation form comes first everywhere (two forms, each its own group): gen paths
+  // of three recipes before any training path leaves three waiting.
   const std::vector<ReplayPlan::PathForms> forms = {{0, 1}, {0, 1}, {0, 1}};
-  EXPECT_EQ(schedule_waiting_paths(path_schedule(forms, {}, false)), 3u);
+  EXPECT_EQ(schedule_waiting_paths(path_schedule(forms, {0, 1}, false)), 3u);
 }
 
 TEST_F(Plan, TheSamplerKeepsABf16KvCache) {
