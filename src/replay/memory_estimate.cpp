@@ -223,7 +223,7 @@ MemoryEstimate estimate_replay_memory(const ReplayPlan& plan, const std::vector<
   uint64_t per_worker = sat_mul(2, path_bytes(spec, longest, longest_r, 4, cpu_paths));
   if (opt.oracle) per_worker = sat_add(per_worker, path_bytes(spec, longest, longest_r, 8, true));
   est.parts.emplace_back(
-      fmt::format("per-worker activations, KV caches and log-prob rows for the longest sequence "
+      fmt::format("per-worker activations, KV caches and LM-head rows for the longest sequence "
                   "({} tokens) x {} worker(s)",
                   longest, workers),
       sat_mul(workers, per_worker));
@@ -252,9 +252,9 @@ MemoryEstimate estimate_replay_memory(const ReplayPlan& plan, const std::vector<
   const uint64_t kv_width = sat_mul(u(spec.kv_heads), u(spec.head_dim));
   kept = sat_add(kept, sat_mul(sat_mul(group_hi, 4), sat_mul(sat_mul(2, L), sat_mul(longest, kv_width))));
   est.parts.emplace_back(
-      fmt::format("kept outputs of a block of up to {} sequence(s) (log-prob rows and hidden states of the "
-                  "paths waiting for their recipe's other path, the oracle's hidden states), one group's "
-                  "decode KV caches",
+      fmt::format("kept outputs of a block of up to {} sequence(s) (the final hidden rows their deferred LM "
+                  "heads read, or a backend's log-prob rows, and the hidden states of the paths waiting for "
+                  "their recipe's other path; the oracle's hidden states), one group's decode KV caches",
                   block_seqs),
       kept);
 
