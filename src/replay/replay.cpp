@@ -527,9 +527,9 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
   const bool replay_routing = opt.routing_replay != RoutingReplayMode::off;
   using Outputs = std::vector<PathOutput<PathRunner::Mat>>;
   // Recipe ri's metrics for group member gi (sequence i), from its two paths' outputs.
-  // Sequences in parallel; within a sequence (a lone one, or on 1 thread: a nested parallel_for runs
-  // serially on its worker) the rows of each chunk and the layers. Every value is computed by one
-  // task in a fixed order: the same bits for any thread count.
+  // Sequences in parallel; a lone sequence runs the rows of each chunk and its layers in parallel
+  // instead (a nested parallel_for runs serially on a worker). Every value is computed by one task
+  // in a fixed order: the same bits for any thread count.
   auto take_metrics = [&](std::size_t ri, const std::vector<std::size_t>& seq,
                           const std::vector<SeqTokens>& group, const Outputs& gen, const Outputs& train,
                           const std::vector<PathOutput<OracleOps::Mat>>& oracle) {
