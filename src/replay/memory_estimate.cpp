@@ -217,9 +217,8 @@ MemoryEstimate estimate_replay_memory(const ReplayPlan& plan, const std::vector<
     total_response = sat_add(total_response, r);
   }
   const uint64_t workers = std::max<uint64_t>(1, std::min<uint64_t>(threads, inputs.size()));
-  // The CPU paths defer their LM heads to the metrics and the oracle runs its head over the response
-  // rows only (run_path_group); a backend's paths do not.
-  const bool cpu_paths = !(opt.backend && opt.backend->make_runner);
+  // The oracle, on the CPU whatever the backend, runs its head over the response rows only.
+  const bool cpu_paths = opt.cpu_paths();
   uint64_t per_worker = sat_mul(2, path_bytes(spec, longest, longest_r, 4, cpu_paths));
   if (opt.oracle) per_worker = sat_add(per_worker, path_bytes(spec, longest, longest_r, 8, true));
   est.parts.emplace_back(

@@ -510,8 +510,7 @@ RunData run_replay(const Checkpoint& ckpt, std::vector<InputSequence>& inputs, c
   const int64_t total_tokens = static_cast<int64_t>(T * NR);
   int64_t done_tokens = 0;
 
-  // The CPU paths defer their LM heads to the metrics (run_path_group); a backend's paths do not.
-  const bool cpu_paths = !(opt.backend && opt.backend->make_runner);
+  const bool cpu_paths = opt.cpu_paths();
   auto make_runner = [&](const PathStyle& s, std::size_t form) -> std::unique_ptr<PathRunner> {
     if (!cpu_paths) return opt.backend->make_runner(spec, weights_for(form), s, &kv_scales);
     return std::make_unique<EmulatedRunner>(spec, weights_for(form), s, &kv_scales, opt.decode_eval);

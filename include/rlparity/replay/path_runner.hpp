@@ -179,16 +179,19 @@ std::vector<PathOutput<typename Ops::Mat>> run_path_group(const Ops& ops, Sequen
     }
   };
   const HeadAt decode_row{true, 0, 0};
+  std::function<void(const Mat&, Mat&, HeadAt)> head;  // one copy of the head for the group's outputs
+  if constexpr (deferrable) {
+    if (defer)
+      head = [h = std::make_shared<const std::remove_cvref_t<decltype(ops.head())>>(ops.head())](
+                 const Mat& xn, Mat& lp, HeadAt at) { h->logprobs(xn, lp, at); };
+  }
   bool any_tape = false;
   for (std::size_t i = 0; i < G; ++i) {
-    if constexpr (deferrable) {
-      if (defer) {
-        out[i].head = [h = std::make_shared<const std::remove_cvref_t<decltype(ops.head())>>(ops.head())](
-                          const Mat& xn, Mat& lp, HeadAt at) { h->logprobs(xn, lp, at); };
-        out[i].head_at.resize(static_cast<std::size_t>(seqs[i].response_len));
-        // (teacher-forced: the forward's own rows become head_in)
-        if (mode != SequenceMode::teacher_forced) out[i].head_in.resize(seqs[i].response_len, spec.hidden);
-      }
+    if (defer) {
+      out[i].head = head;
+      out[i].head_at.resize(static_cast<std::size_t>(seqs[i].response_len));
+      // (teacher-forced: the forward's own rows become head_in)
+      if (mode != SequenceMode::teacher_forced) out[i].head_in.resize(seqs[i].response_len, spec.hidden);
     }
     if (!defer && !(full_rows && mode == SequenceMode::teacher_forced))  // (those become the forward's rows)
       out[i].logprobs.resize(seqs[i].response_len, full_rows ? spec.vocab : 1);
@@ -239,9 +242,13 @@ std::vector<PathOutput<typename Ops::Mat>> run_path_group(const Ops& ops, Sequen
           // hidden states of a deferred head), which then become the output: no second matrix.
           for (int j = 0; j < s.response_len; ++j) lp.row(j) = lp.row(s.prompt_len - 1 + j);
           lp.conservativeResize(s.response_len, Eigen::NoChange);
-          (defer ? out[i].head_in : out[i].logprobs) = std::move(lp);
-          for (int j = 0; defer && j < s.response_len; ++j)
-            out[i].head_at[static_cast<std::size_t>(j)] = HeadAt{false, n, s.prompt_len - 1 + j};
+          if (defer) {
+            out[i].head_in = std::move(lp);
+            for (int j = 0; j < s.response_len; ++j)
+              out[i].head_at[static_cast<std::size_t>(j)] = HeadAt{false, n, s.prompt_len - 1 + j};
+          } else {
+            out[i].logprobs = std::move(lp);
+          }
         } else if (head_after) {
           if constexpr (deferrable) {
             Mat part;

@@ -48,6 +48,9 @@ struct ReplayOptions {
   // Backend of the generation and training paths; null = the CPU emulator. Sampling, KV-scale
   // calibration and the oracle run on the CPU whatever the backend.
   std::shared_ptr<const ReplayBackend> backend;
+  // The generation and training paths run on the CPU emulation (no backend runner), whose LM heads
+  // are deferred to the metrics (run_path_group); a backend's paths keep their log-prob rows.
+  bool cpu_paths() const { return !(backend && backend->make_runner); }
   // How the CPU generation paths evaluate the decode of the given responses: layer by layer (the
   // default) or token by token, the reference it reproduces bit for bit (path_runner.hpp). Not a
   // CLI option: tests and bench_replay compare the two.
