@@ -11,6 +11,7 @@
 #include "rlparity/util/error.hpp"
 #include "rlparity/util/exit_codes.hpp"
 #include "rlparity/util/interrupt.hpp"
+#include "rlparity/util/process_memory.hpp"
 
 namespace {
 
@@ -43,6 +44,7 @@ namespace {
 }  // namespace
 
 int main(int argc, char** argv) {
+  rlp::keep_freed_buffers();
   for (int i = 0; i < argc; ++i) rlp::cli::invocation() += (i ? " " : "") + std::string(argv[i]);
   CLI::App app{"rlparity: generation vs training logprob divergence across precisions"};
   app.require_subcommand(1);

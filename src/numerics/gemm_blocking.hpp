@@ -38,7 +38,7 @@ constexpr int NV = 2;
 constexpr int kVec = MicroLanes::W;
 constexpr int NR = kVec * NV;
 constexpr int KC = 128;      // K per packed block (== the fp8 slice, so fp8 packs one slice)
-constexpr int MC = MR * 24;  // rows per task tile
+constexpr int MC = MR * 64;  // rows per task tile: a 256-token sequence's GEMM packs each W panel once
 constexpr int NC = NR * 4;   // columns per task tile
 constexpr int kTile = MR * NR;
 
@@ -60,6 +60,36 @@ inline void micro(int kc, const float* __restrict xp, const float* __restrict wp
   for (int i = 0; i < MR; ++i)
     for (int v = 0; v < NV; ++v) L::store(c + i * NR + v * kVec, acc[i][v]);
 }
+
+#if defined(__AVX512BF16__)
+// ---- the bf16 dot-product micro-kernel (gemm.hpp: when its bits are the fma chains') ----------
+// The same c[MR][NR] tile and chains over bf16 pairs: xp[q][i] and wp[q][j] hold (k, k + 1) =
+// (k0 + 2q, k0 + 2q + 1) as one 32-bit word, k in the high half (vdpbf16ps's odd slot, which it
+// adds first), k + 1 in the low half (0 past the segment's end: c + 0 = c, as c is never -0).
+constexpr bool kHasBf16Dot = true;
+inline void micro_dot(int kp, const uint32_t* __restrict xp, const uint32_t* __restrict wp,
+                      float* __restrict c, bool zero) {
+  __m512 acc[MR][NV];
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v)
+      acc[i][v] = zero ? _mm512_setzero_ps() : _mm512_loadu_ps(c + i * NR + v * kVec);
+  for (int q = 0; q < kp; ++q) {
+    __m512bh b[NV];
+    for (int v = 0; v < NV; ++v) b[v] = (__m512bh)_mm512_loadu_si512(wp + q * NR + v * kVec);
+    for (int i = 0; i < MR; ++i) {
+      const __m512bh a = (__m512bh)_mm512_set1_epi32(static_cast<int>(xp[q * MR + i]));
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], a, b[v]);
+    }
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(c + i * NR + v * kVec, acc[i][v]);
+}
+#else
+constexpr bool kHasBf16Dot = false;
+#endif
+
+// The pair word of (hi, lo) bf16 patterns: k's value in the high half.
+inline uint32_t bf16_pair(uint32_t hi, uint32_t lo) { return (hi << 16) | lo; }
 
 // ---- packing: panels of P rows (MR for X, NR for W), K-major inside a panel; rows past the end
 // are zero (their results are computed and discarded) -----------------------------------------
@@ -273,25 +303,88 @@ requires(P % 16 == 0 && (std::is_same_v<Rows, Half16Rows> ||
 }
 #endif
 
+// The pair panels of micro_dot: rows r0.. of X (floats holding bf16 values) for [k0, k0 + kc),
+// panel p's word (q, i) at dst[p * kp * P + q * P + i], rows past the end zero.
+template <int P>
+void pack_x_pairs(const float* X, int K, int r0, int nrows, int k0, int kc, uint32_t* dst) {
+  const int kp = (kc + 1) / 2, panels = (nrows + P - 1) / P;
+  for (int p = 0; p < panels; ++p) {
+    uint32_t* d = dst + static_cast<size_t>(p) * static_cast<size_t>(kp) * P;
+    for (int i = 0; i < P; ++i) {
+      const int r = p * P + i;
+      const float* x = r < nrows ? X + static_cast<size_t>(r0 + r) * static_cast<size_t>(K) + k0 : nullptr;
+      for (int q = 0; q < kp; ++q) {
+        const int k = 2 * q;
+        d[q * P + i] = x ? bf16_pair(f32_bits(x[k]) >> 16, k + 1 < kc ? f32_bits(x[k + 1]) >> 16 : 0u) : 0u;
+      }
+    }
+  }
+}
+
+#if defined(__AVX512BF16__)
+// The same of W's bf16 rows, 16 rows x 16 pairs at a time: a row's 32 patterns loaded as 16 words
+// (k in the low half as stored), halves swapped, then transposed in registers (transpose16).
+template <int P>
+requires(P % 16 == 0) void pack_w_pairs(const Half16Rows& src, int r0, int nrows, int k0, int kc,
+                                        uint32_t* dst) {
+  const int kp = (kc + 1) / 2, full = kc / 2, panels = (nrows + P - 1) / P;
+  const int next = std::min(KC, src.K - (k0 + kc));
+  for (int p = 0; p < panels; ++p) {
+    uint32_t* d = dst + static_cast<size_t>(p) * static_cast<size_t>(kp) * P;
+    for (int g = 0; g < P; g += 16) {
+      const uint16_t* rows[16];
+      for (int i = 0; i < 16; ++i) {
+        const int r = p * P + g + i;
+        rows[i] = r < nrows ? src.W + static_cast<size_t>(r0 + r) * static_cast<size_t>(src.K) + k0 : nullptr;
+        if (rows[i] && next > 0) src.prefetch(r0 + r, k0 + kc, next);
+      }
+      int q = 0;
+      const __mmask16 all = 0xFFFF;  // maskz form: GCC 12's plain one trips -Wmaybe-uninitialized
+      for (; q + 16 <= full; q += 16) {
+        __m512 r[16], c[16];
+        for (int i = 0; i < 16; ++i)
+          r[i] =
+              rows[i]
+                  ? _mm512_castsi512_ps(_mm512_maskz_rol_epi32(all, _mm512_loadu_si512(rows[i] + 2 * q), 16))
+                  : _mm512_setzero_ps();
+        transpose16(r, c);
+        for (int j = 0; j < 16; ++j)
+          _mm512_storeu_ps(reinterpret_cast<float*>(d + static_cast<size_t>(q + j) * P + g), c[j]);
+      }
+      for (; q < kp; ++q)
+        for (int i = 0; i < 16; ++i) {
+          const int k = 2 * q;
+          d[static_cast<size_t>(q) * P + static_cast<size_t>(g + i)] =
+              rows[i] ? bf16_pair(rows[i][k], k + 1 < kc ? rows[i][k + 1] : 0u) : 0u;
+        }
+    }
+  }
+}
+#endif
+
 // ---- task tiles ---------------------------------------------------------------------------------
 // Buffers of a task tile in micro-tile order: micro-tile (ir, jr) at ((jr * nir) + ir) * kTile;
 // sa/sb: the fp8 kernel's row and column scales of one slice.
 struct TileBufs {
   std::vector<float> wp, acc, racc, tot, sa, sb;
+  std::vector<uint32_t> wpairs;  // micro_dot's W panels
   TileBufs()
       : wp(static_cast<size_t>(NC) * KC),
         acc(static_cast<size_t>(MC) * NC),
         racc(acc.size()),
         tot(acc.size()),
         sa(static_cast<size_t>(MC)),
-        sb(static_cast<size_t>(NC)) {}
+        sb(static_cast<size_t>(NC)),
+        wpairs(static_cast<size_t>(NC) * KC / 2) {}
 };
 
 // X's panels for one row tile over all of K: packed by the first tile of that row tile in a task's
 // range and reused by the tiles after it (a task's tiles are consecutive: same rows, next columns),
-// instead of being packed again for every column tile. Segment [k0, k0 + kc) sits at nir*MR*k0.
-struct RowPanels {
-  std::vector<float> buf;
+// instead of being packed again for every column tile. Segment [k0, k0 + kc) sits at nir*MR*k0
+// (floats; micro_dot's pair words use the first half of that room).
+template <class T>
+struct RowPanelsOf {
+  std::vector<T> buf;
   int m0 = -1;
   // True when the row tile at m0 must be packed now (a new row tile, or the first of a range).
   bool begin(int row0, int nir, int K) {
@@ -301,8 +394,9 @@ struct RowPanels {
     if (buf.size() < need) buf.resize(need);
     return true;
   }
-  float* at(int nir, int k0) { return buf.data() + static_cast<size_t>(nir) * MR * static_cast<size_t>(k0); }
+  T* at(int nir, int k0) { return buf.data() + static_cast<size_t>(nir) * MR * static_cast<size_t>(k0); }
 };
+using RowPanels = RowPanelsOf<float>;
 
 // One task tile: rows [m0, m0 + mrows) x columns [n0, n0 + ncols), nir x njr micro-tiles filling
 // the first `used` floats of each buffer; pack_x when X's panels of these rows must be packed.
@@ -312,16 +406,17 @@ struct Tile {
   bool pack_x;
 };
 
-// body(tile, bufs, row_panels) for every MC x NC task tile of an M x N product, in parallel; a
-// task's tiles are consecutive (same rows, next columns), so X's panels are reused along a row.
-template <class Body>
+// body(tile, bufs, row_panels) (X's panels of Panel: float, or micro_dot's pair words) for every MC x NC task
+// tile of an M x N product, in parallel; a task's tiles are consecutive (same rows, next columns), so X's
+// panels are reused along a row.
+template <class Panel = float, class Body>
 void for_each_tile(int M, int N, int K, const Body& body) {
   const int nt = (N + NC - 1) / NC;
   const size_t count = static_cast<size_t>((M + MC - 1) / MC) * static_cast<size_t>(nt);
   rlp::parallel_for(count, 1, [&](size_t t0, size_t t1) {
     // Reused across calls on the same thread: decode runs thousands of small GEMMs.
     thread_local TileBufs b;
-    thread_local RowPanels xr;
+    thread_local RowPanelsOf<Panel> xr;
     xr.m0 = -1;  // X differs from the previous call's
     for (size_t t = t0; t < t1; ++t) {
       Tile tl{};
@@ -346,6 +441,34 @@ inline void copy_or_add(std::vector<float>& dst, const std::vector<float>& src, 
     for (size_t i = 0; i < n; ++i) dst[i] = dst[i] + src[i];
 }
 
+// d[j] = round_out(s[j], out) for j < n; bf16 (float_to_bf16_bits's RNE and canonical NaN) and fp32
+// 16 lanes at a time: every output of a GEMM passes here once.
+inline void round_out_row(const float* s, float* d, int n, OutRound out) {
+  int j = 0;
+#if defined(__AVX512F__)
+  if (out != OutRound::fp16) {
+    const __mmask16 all = 0xFFFF;  // maskz forms: GCC 12's plain ones trip -Wmaybe-uninitialized
+    const __m512i one = _mm512_set1_epi32(1), half_minus = _mm512_set1_epi32(0x7FFF),
+                  high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u)),
+                  abs = _mm512_set1_epi32(0x7FFFFFFF), inf = _mm512_set1_epi32(0x7F800000),
+                  nan = _mm512_set1_epi32(0x7FFF0000);
+    for (; j < n; j += 16) {
+      const __mmask16 m = n - j >= 16 ? all : static_cast<__mmask16>((1u << (n - j)) - 1u);
+      __m512i u = _mm512_maskz_loadu_epi32(m, s + j);
+      if (out == OutRound::bf16) {
+        const __mmask16 is_nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs), inf);
+        const __m512i odd = _mm512_and_si512(_mm512_maskz_srli_epi32(all, u, 16), one);
+        u = _mm512_and_si512(_mm512_add_epi32(u, _mm512_add_epi32(half_minus, odd)), high);
+        u = _mm512_mask_mov_epi32(u, is_nan, nan);
+      }
+      _mm512_mask_storeu_epi32(d + j, m, u);
+    }
+    return;
+  }
+#endif
+  for (; j < n; ++j) d[j] = round_out(s[j], out);
+}
+
 // Writes the tile's `src` to Y, rounding per `out`.
 inline void write_back(const float* src, float* Y, int N, int m0, int mrows, int n0, int ncols, int nir,
                        OutRound out) {
@@ -356,8 +479,7 @@ inline void write_back(const float* src, float* Y, int N, int m0, int mrows, int
       for (int i = 0; i < MR && ir * MR + i < mrows; ++i) {
         float* y = Y + static_cast<size_t>(m0 + ir * MR + i) * static_cast<size_t>(N) +
                    static_cast<size_t>(n0 + jr * NR);
-        const int nj = std::min(NR, ncols - jr * NR);
-        for (int j = 0; j < nj; ++j) y[j] = round_out(t[i * NR + j], out);
+        round_out_row(t + i * NR, y, std::min(NR, ncols - jr * NR), out);
       }
     }
 }

@@ -2,6 +2,7 @@
 // chunks of gemm.hpp's contract, run by the packed kernel or, for a few rows, the small-M kernel.
 #include <algorithm>
 #include <cstddef>
+#include <type_traits>
 #include <vector>
 
 #include "gemm_blocking.hpp"
@@ -74,8 +75,33 @@ void gemm_f32acc_small_m(const float* X, const Rows& W, float* Y, int M, int N, 
   });
 }
 
+// The packed kernel's task tiles: run(tile, segment, bufs, row_panels) accumulates one K segment
+// into bufs.acc (the chunk's chain, from +0 at a chunk start); the chunk and range sums and the
+// write-back follow the contract.
+template <class Panel, class Run>
+void packed_tiles(float* Y, int M, int N, int K, const std::vector<Seg>& segs, bool direct, OutRound out,
+                  const Run& run) {
+  for_each_tile<Panel>(M, N, K, [&](const Tile& t, TileBufs& b, RowPanelsOf<Panel>& xr) {
+    for (const Seg& sg : segs) {
+      run(t, sg, b, xr);
+      if (direct) continue;
+      if (sg.chunk_end) copy_or_add(b.racc, b.acc, t.used, sg.first_chunk);
+      if (sg.range_end) copy_or_add(b.tot, b.racc, t.used, sg.range == 0);
+    }
+    write_back(direct ? b.acc.data() : b.tot.data(), Y, N, t.m0, t.mrows, t.n0, t.ncols, t.nir, out);
+  });
+}
+
+#if defined(__AVX512F__)
+constexpr int kSmallM = 16;  // the small-M kernel's rows (16 lanes)
+#else
+constexpr int kSmallM = 8;
+#endif
+
+// `dot`: run the chains as micro_dot steps (W bf16, X bf16 values, bf16_dot_exact holds).
 template <class Rows>
-void gemm_f32acc_rows(const float* X, const Rows& W, float* Y, int M, int N, int K, const GemmConfig& cfg) {
+void gemm_f32acc_rows(const float* X, const Rows& W, float* Y, int M, int N, int K, const GemmConfig& cfg,
+                      bool dot = false) {
   check_cfg(cfg);
   RLP_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm_f32acc: negative shape M={} N={} K={}", M, N, K);
   if (M == 0 || N == 0) return;
@@ -99,23 +125,38 @@ void gemm_f32acc_rows(const float* X, const Rows& W, float* Y, int M, int N, int
   }
 #endif
 
-  for_each_tile(M, N, K, [&](const Tile& t, TileBufs& b, RowPanels& xr) {
-    for (const Seg& sg : segs) {
-      const int kc = sg.k1 - sg.k0;
-      float* xp = xr.at(t.nir, sg.k0);
-      if (t.pack_x) pack_rows<MR>(F32Rows{X, K}, t.m0, t.mrows, sg.k0, kc, xp);
-      pack_rows<NR>(W, t.n0, t.ncols, sg.k0, kc, b.wp.data());
-      for (int jr = 0; jr < t.njr; ++jr)
-        for (int ir = 0; ir < t.nir; ++ir)
-          micro(kc, xp + static_cast<size_t>(ir) * kc * MR, b.wp.data() + static_cast<size_t>(jr) * kc * NR,
-                b.acc.data() + (static_cast<size_t>(jr) * t.nir + static_cast<size_t>(ir)) * kTile,
-                sg.chunk_start);
-      if (direct) continue;
-      if (sg.chunk_end) copy_or_add(b.racc, b.acc, t.used, sg.first_chunk);
-      if (sg.range_end) copy_or_add(b.tot, b.racc, t.used, sg.range == 0);
+#if defined(__AVX512BF16__)
+  if constexpr (std::is_same_v<Rows, Half16Rows>) {
+    if (dot) {
+      packed_tiles<uint32_t>(Y, M, N, K, segs, direct, cfg.out,
+                             [&](const Tile& t, const Seg& sg, TileBufs& b, RowPanelsOf<uint32_t>& xr) {
+                               const int kc = sg.k1 - sg.k0, kp = (kc + 1) / 2;
+                               uint32_t* xp = xr.at(t.nir, sg.k0);
+                               if (t.pack_x) pack_x_pairs<MR>(X, K, t.m0, t.mrows, sg.k0, kc, xp);
+                               pack_w_pairs<NR>(W, t.n0, t.ncols, sg.k0, kc, b.wpairs.data());
+                               for (int jr = 0; jr < t.njr; ++jr)
+                                 for (int ir = 0; ir < t.nir; ++ir)
+                                   micro_dot(kp, xp + static_cast<size_t>(ir) * kp * MR,
+                                             b.wpairs.data() + static_cast<size_t>(jr) * kp * NR,
+                                             b.acc.data() + (static_cast<size_t>(jr) * t.nir + ir) * kTile,
+                                             sg.chunk_start);
+                             });
+      return;
     }
-    write_back(direct ? b.acc.data() : b.tot.data(), Y, N, t.m0, t.mrows, t.n0, t.ncols, t.nir, cfg.out);
-  });
+  }
+#endif
+  RLP_CHECK(!dot, "gemm_f32acc: the bf16 dot-product kernel is not in this build");
+  packed_tiles<float>(
+      Y, M, N, K, segs, direct, cfg.out, [&](const Tile& t, const Seg& sg, TileBufs& b, RowPanels& xr) {
+        const int kc = sg.k1 - sg.k0;
+        float* xp = xr.at(t.nir, sg.k0);
+        if (t.pack_x) pack_rows<MR>(F32Rows{X, K}, t.m0, t.mrows, sg.k0, kc, xp);
+        pack_rows<NR>(W, t.n0, t.ncols, sg.k0, kc, b.wp.data());
+        for (int jr = 0; jr < t.njr; ++jr)
+          for (int ir = 0; ir < t.nir; ++ir)
+            micro(kc, xp + static_cast<size_t>(ir) * kc * MR, b.wp.data() + static_cast<size_t>(jr) * kc * NR,
+                  b.acc.data() + (static_cast<size_t>(jr) * t.nir + ir) * kTile, sg.chunk_start);
+      });
 }
 }  // namespace
 
@@ -124,8 +165,13 @@ void gemm_f32acc(const float* X, const float* W, float* Y, int M, int N, int K, 
 }
 
 void gemm_f32acc(const float* X, const uint16_t* W, Half16 wfmt, float* Y, int M, int N, int K,
-                 const GemmConfig& cfg) {
-  gemm_f32acc_rows(X, Half16Rows{W, K, wfmt}, Y, M, N, K, cfg);
+                 const GemmConfig& cfg, const Bf16Span* w_span) {
+  bool dot = false;
+  if (kHasBf16Dot && wfmt == Half16::bf16 && M > kSmallM && N > 0 && K > 0 && bf16_dot_kernel_available()) {
+    const Bf16Span ws = w_span ? *w_span : bf16_span(W, static_cast<size_t>(N) * static_cast<size_t>(K));
+    dot = bf16_dot_exact(bf16_span(X, static_cast<size_t>(M) * static_cast<size_t>(K)), ws, K);
+  }
+  gemm_f32acc_rows(X, Half16Rows{W, K, wfmt}, Y, M, N, K, cfg, dot);
 }
 
 void gemm_f32acc(const float* X, const uint8_t* W, Fp8Kind wkind, float* Y, int M, int N, int K,

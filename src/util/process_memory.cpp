@@ -3,6 +3,10 @@
 #include <fstream>
 #include <string>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 namespace rlp {
 
 int64_t proc_status_bytes(const char* key) {
@@ -25,6 +29,13 @@ bool reset_peak_rss() {
   f << "5";
   f.flush();
   return static_cast<bool>(f);
+}
+
+void keep_freed_buffers() {
+#if defined(__GLIBC__)
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, -1);  // never trim (the value is taken as unsigned: the maximum)
+#endif
 }
 
 }  // namespace rlp

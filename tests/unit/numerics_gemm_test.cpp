@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -554,6 +555,181 @@ TEST(NumericsGemm, PerTokenQuantHandWorked) {
   EXPECT_EQ(q.scale_inv[3], 2.0f / 448.0f);
   EXPECT_EQ(q.codes[12], 0x7E);  // NaN -> +448
   EXPECT_EQ(q.codes[13], 0x7E);  // 2 / (2/448) = 448
+}
+
+// ---- the bf16 dot-product kernel (gemm.hpp: vdpbf16ps steps where they give the fma chains' bits)
+// against the stated order over segment lengths, split-K ranges and chunks that cut pairs anywhere;
+// the operand spans on hand-worked values; the guard on data where the instruction's denormal
+// flushing would change a result.
+// bf16 values with exponents spread over 2^-spread..2^spread and some exact zeros.
+std::vector<float> spread_bf16(std::size_t n, unsigned seed, int spread) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v)
+    x = rng() % 13 == 0 ? 0.0f
+                        : round_bf16(std::ldexp(d(rng), static_cast<int>(rng() % (2 * spread + 1)) - spread));
+  return v;
+}
+
+std::vector<uint16_t> bits_of(const std::vector<float>& v) {
+  std::vector<uint16_t> b(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) b[i] = float_to_bf16_bits(v[i]);
+  return b;
+}
+
+void expect_stated_order(const std::vector<float>& X, const std::vector<float>& W, int M, int N, int K,
+                         const GemmConfig& cfg) {
+  const std::vector<uint16_t> W16 = bits_of(W);
+  std::vector<float> Y(static_cast<std::size_t>(M) * static_cast<std::size_t>(N));
+  gemm_f32acc(X.data(), W16.data(), Half16::bf16, Y.data(), M, N, K, cfg);
+  for (int m = 0; m < M; ++m)
+    for (int n = 0; n < N; ++n) {
+      const float r = ref_f32acc(X.data() + static_cast<std::size_t>(m) * K,
+                                 W.data() + static_cast<std::size_t>(n) * K, K, cfg);
+      ASSERT_EQ(f32_bits(Y[static_cast<std::size_t>(m) * N + n]), f32_bits(r))
+          << "m=" << m << " n=" << n << " K=" << K << " split=" << cfg.split_k << " chunk=" << cfg.k_chunk;
+    }
+}
+
+TEST(Bf16Dot, KernelAvailableWhereTheBuildHasIt) {
+#if defined(__AVX512BF16__)
+  // The startup check compares the instruction with its two fma steps; on a CPU where it failed the
+  // kernel would silently never run, which this test reports.
+  EXPECT_TRUE(bf16_dot_kernel_available());
+#else
+  EXPECT_FALSE(bf16_dot_kernel_available());
+#endif
+}
+
+// Segments of every parity (K odd and even, split ranges starting at odd k, chunks of 63 and 100),
+// M and N past a tile's edge, exponents spread enough that most fma steps round.
+TEST(Bf16Dot, MatchesStatedOrderBitwise) {
+  for (const int K : {1, 2, 31, 33, 127, 128, 129, 257, 700}) {
+    const int M = K > 300 ? 37 : 203, N = K > 300 ? 53 : 197;
+    const auto X = spread_bf16(static_cast<std::size_t>(M) * K, 1, 12),
+               W = spread_bf16(static_cast<std::size_t>(N) * K, 2, 12);
+    ASSERT_TRUE(bf16_dot_exact(bf16_span(X.data(), X.size()), bf16_span(bits_of(W).data(), W.size()), K))
+        << "the data must take the dot-product kernel, K=" << K;
+    for (const int split : {1, 3})
+      for (const int chunk : {0, 63, 100}) {
+        GemmConfig cfg;
+        cfg.split_k = split;
+        cfg.k_chunk = chunk;
+        cfg.out = chunk == 63 ? OutRound::bf16 : OutRound::fp32;
+        expect_stated_order(X, W, M, N, K, cfg);
+      }
+  }
+}
+
+TEST(Bf16Dot, SpansHandWorked) {
+  const std::vector<float> v = {0.0f, 1.0f, -3.0f, 0x1p-10f, -0.0f};
+  const Bf16Span s = bf16_span(v.data(), v.size());
+  EXPECT_TRUE(s.normal);
+  EXPECT_EQ(s.emin, -10);
+  EXPECT_EQ(s.emax, 1);
+  const std::vector<uint16_t> b = bits_of(v);
+  const Bf16Span sb = bf16_span(b.data(), b.size());
+  EXPECT_TRUE(sb.normal);
+  EXPECT_EQ(sb.emin, -10);
+  EXPECT_EQ(sb.emax, 1);
+
+  const std::vector<float> zeros = {0.0f, -0.0f};
+  const Bf16Span z = bf16_span(zeros.data(), zeros.size());
+  EXPECT_TRUE(z.normal);
+  EXPECT_GT(z.emin, z.emax);  // no nonzero value
+
+  auto with = [&](uint16_t pattern) {
+    std::vector<uint16_t> c = b;
+    c[2] = pattern;
+    return bf16_span(c.data(), c.size());
+  };
+  EXPECT_FALSE(with(0x0001).normal);  // denormal
+  EXPECT_FALSE(with(0x807F).normal);  // negative denormal
+  EXPECT_FALSE(with(0x7F80).normal);  // +inf
+  EXPECT_FALSE(with(0xFFC0).normal);  // NaN
+  EXPECT_TRUE(with(0x0080).normal);   // the smallest normal, 2^-126
+  EXPECT_EQ(with(0x0080).emin, -126);
+
+  std::vector<float> f = v;
+  f[1] = 1.0f + 0x1p-20f;  // not a bf16 value
+  EXPECT_FALSE(bf16_span(f.data(), f.size()).normal);
+  f[1] = 0x1p-140f;  // a float denormal
+  EXPECT_FALSE(bf16_span(f.data(), f.size()).normal);
+}
+
+TEST(Bf16Dot, ExactnessConditionHandWorked) {
+  const Bf16Span unit{true, -3, 3};
+  EXPECT_TRUE(bf16_dot_exact(unit, unit, 4096));
+  EXPECT_FALSE(bf16_dot_exact(Bf16Span{false, 0, 0}, unit, 1));
+  EXPECT_TRUE(bf16_dot_exact(Bf16Span{true, 1000, -1000}, unit, 7));  // X all zero
+  // Products down to 2^-112 are multiples of 2^-126: normal or zero partial sums.
+  EXPECT_TRUE(bf16_dot_exact(Bf16Span{true, -56, 0}, Bf16Span{true, -56, 0}, 8));
+  EXPECT_FALSE(bf16_dot_exact(Bf16Span{true, -57, 0}, Bf16Span{true, -56, 0}, 8));
+  // K * 2^(emax_x + emax_w + 2) <= 2^127.
+  EXPECT_TRUE(bf16_dot_exact(Bf16Span{true, 0, 60}, Bf16Span{true, 0, 55}, 1024));
+  EXPECT_FALSE(bf16_dot_exact(Bf16Span{true, 0, 60}, Bf16Span{true, 0, 55}, 1025));
+}
+
+// Where vdpbf16ps would flush: products of 2^-70 * 2^-60 = 2^-130 are denormal, which the fma
+// chain keeps (sum 2^-129 per pair, a denormal y) and the instruction would make +0. The guard
+// sends such operands to the fma kernel: y must still be the chain's.
+TEST(Bf16Dot, GuardKeepsDenormalProductsExact) {
+  const int M = 40, N = 50, K = 64;
+  auto X = spread_bf16(static_cast<std::size_t>(M) * K, 3, 4);
+  const auto W = spread_bf16(static_cast<std::size_t>(N) * K, 4, 4);
+  std::vector<float> Wt = W;
+  for (int n = 0; n < N; ++n)
+    Wt[static_cast<std::size_t>(n) * K] = Wt[static_cast<std::size_t>(n) * K + 1] = 0x1p-60f;
+  for (int k = 0; k < K; ++k)
+    X[static_cast<std::size_t>(k)] = k < 2 ? 0x1p-70f : 0.0f;  // row 0: two tiny products
+  EXPECT_FALSE(bf16_dot_exact(bf16_span(X.data(), X.size()), bf16_span(bits_of(Wt).data(), Wt.size()), K));
+  GemmConfig cfg;
+  cfg.out = OutRound::fp32;
+  expect_stated_order(X, Wt, M, N, K, cfg);
+  std::vector<float> Y(static_cast<std::size_t>(M) * N);
+  const std::vector<uint16_t> W16 = bits_of(Wt);
+  gemm_f32acc(X.data(), W16.data(), Half16::bf16, Y.data(), M, N, K, cfg);
+  EXPECT_EQ(Y[0], 0x1p-129f);  // hand-worked: 2^-130 + 2^-130, exact as a denormal
+}
+
+// A caller's span is used as given (a prepared weight passes its own): a wrong one claiming W is
+// all normal when it holds denormal products shows that the span, not a rescan, decides.
+TEST(Bf16Dot, CallerSpanDecides) {
+  if (!bf16_dot_kernel_available()) GTEST_SKIP() << "no bf16 dot-product kernel on this build/CPU";
+  const int M = 20, N = 16, K = 2;
+  std::vector<float> X(static_cast<std::size_t>(M) * K, 0x1p-70f);
+  const std::vector<uint16_t> W16(static_cast<std::size_t>(N) * K, float_to_bf16_bits(0x1p-60f));
+  GemmConfig cfg;
+  cfg.out = OutRound::fp32;
+  std::vector<float> scanned(static_cast<std::size_t>(M) * N), claimed(scanned.size());
+  gemm_f32acc(X.data(), W16.data(), Half16::bf16, scanned.data(), M, N, K, cfg);
+  const Bf16Span wrong{true, 0, 0};
+  gemm_f32acc(X.data(), W16.data(), Half16::bf16, claimed.data(), M, N, K, cfg, &wrong);
+  EXPECT_EQ(scanned[0], 0x1p-129f);  // the fma chain
+  EXPECT_EQ(claimed[0], 0.0f);       // the instruction, flushing the denormal products
+}
+
+// The packed kernels' vectorized epilogue rounds as round_out does, non-finite results included
+// (bf16: RNE, canonical NaN 0x7FFF; these operands take the fma kernel, which shares it).
+TEST(NumericsGemm, EpilogueRoundsNonFiniteLikeScalar) {
+  const int M = 20, N = 37, K = 40;
+  auto X = random_bf16(M * K, 31, 8.0f);
+  const auto W = random_bf16(N * K, 32);
+  X[0] = std::numeric_limits<float>::quiet_NaN();
+  X[static_cast<size_t>(K)] = std::numeric_limits<float>::infinity();
+  X[static_cast<size_t>(2 * K)] = 3.0e38f;  // rounds up past bf16's largest finite value
+  for (OutRound out : {OutRound::bf16, OutRound::fp32}) {
+    GemmConfig cfg;
+    cfg.out = out;
+    std::vector<float> Y(static_cast<size_t>(M * N));
+    gemm_f32acc(X.data(), W.data(), Y.data(), M, N, K, cfg);
+    for (int m = 0; m < M; ++m)
+      for (int n = 0; n < N; ++n)
+        ASSERT_EQ(f32_bits(Y[static_cast<size_t>(m * N + n)]),
+                  f32_bits(ref_f32acc(X.data() + m * K, W.data() + n * K, K, cfg)))
+            << "m=" << m << " n=" << n;
+  }
 }
 
 }  // namespace

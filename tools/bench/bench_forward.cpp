@@ -35,6 +35,7 @@
 #include "rlparity/model/kernel_style.hpp"
 #include "rlparity/model/weights.hpp"
 #include "rlparity/util/parallel.hpp"
+#include "rlparity/util/process_memory.hpp"
 
 namespace {
 
@@ -190,6 +191,7 @@ BENCHMARK_CAPTURE(BM_EigenGemm, after_forward, 1)
     ->UseRealTime();
 
 int main(int argc, char** argv) {
+  rlp::keep_freed_buffers();  // as the CLI does
   if (const char* t = std::getenv("RLPARITY_BENCH_TOKENS")) g_.tokens = std::max(1, std::atoi(t));
   const rlp::bench::BenchCheckpoint ckpt("bench_forward");
   if (!ckpt.ok()) return 1;

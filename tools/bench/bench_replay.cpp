@@ -56,6 +56,7 @@
 #include "rlparity/replay/memory_estimate.hpp"
 #include "rlparity/replay/replay.hpp"
 #include "rlparity/util/parallel.hpp"
+#include "rlparity/util/process_memory.hpp"
 
 namespace {
 
@@ -202,6 +203,7 @@ bool same_run_data(const rlp::RunData& a, const rlp::RunData& b) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  rlp::keep_freed_buffers();  // as the CLI does
   Args args;
   try {
     if (!parse(argc, argv, args)) return 2;

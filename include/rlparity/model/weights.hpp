@@ -3,12 +3,14 @@
 // linears, or float64 for the oracle. Prepared once per distinct form and shared between recipes.
 #pragma once
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "rlparity/model/checkpoint.hpp"
 #include "rlparity/model/kernel_style.hpp"
+#include "rlparity/numerics/gemm.hpp"
 #include "rlparity/numerics/quantize.hpp"
 
 namespace rlp {
@@ -24,11 +26,13 @@ class Half16Bits {
  public:
   Half16Bits() = default;
   explicit Half16Bits(std::vector<uint16_t> owned)
-      : owned_(std::make_shared<const std::vector<uint16_t>>(std::move(owned))) {}
+      : owned_(std::make_shared<const std::vector<uint16_t>>(std::move(owned))),
+        span_(std::make_shared<SpanMemo>()) {}
   static Half16Bits view(const uint16_t* p, std::size_t n) {
     Half16Bits b;
     b.view_ = p;
     b.view_n_ = n;
+    b.span_ = std::make_shared<SpanMemo>();
     return b;
   }
   const uint16_t* data() const { return view_ ? view_ : owned_ ? owned_->data() : nullptr; }
@@ -39,10 +43,23 @@ class Half16Bits {
   const uint16_t* end() const { return data() + size(); }
   bool mapped() const { return view_ != nullptr; }
   std::size_t owned_bytes() const { return owned_ ? owned_->size() * sizeof(uint16_t) : 0; }
+  // The values' exponent span as bf16 patterns (what the GEMM's bf16 dot-product kernel checks),
+  // scanned on first use and shared by the copies: the bits never change.
+  const num::Bf16Span& bf16_span() const {
+    static const num::Bf16Span kEmpty;
+    if (!span_) return kEmpty;
+    std::call_once(span_->once, [this] { span_->span = num::bf16_span(data(), size()); });
+    return span_->span;
+  }
 
  private:
   // Shared, so that a copy (a path's deferred LM head, PathOutput) is cheap and outlives the form.
   std::shared_ptr<const std::vector<uint16_t>> owned_;
+  struct SpanMemo {
+    std::once_flag once;
+    num::Bf16Span span;
+  };
+  std::shared_ptr<SpanMemo> span_;
   const uint16_t* view_ = nullptr;
   std::size_t view_n_ = 0;
 };

@@ -24,6 +24,7 @@
 // first ranges larger) whose y's are summed in order as in step 3; then rounded per `out`.
 // k_chunk is ignored by the fp8 path (its chunk is the slice).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 
@@ -57,11 +58,38 @@ RLP_HD float round_out(float y, OutRound r) {
 
 void gemm_f32acc(const float* X, const float* W, float* Y, int M, int N, int K, const GemmConfig& cfg);
 
+// The exponents of a bf16 operand's values, what decides whether the bf16 dot-product kernel gives
+// the fma chains' bits (see gemm_f32acc below): every value +-0 or a normal finite number
+// (`normal`), and the range of the unbiased exponents floor(log2|v|) over the nonzero ones
+// (emin > emax when every value is zero).
+struct Bf16Span {
+  bool normal = true;
+  int emin = 1000, emax = -1000;
+};
+Bf16Span bf16_span(const uint16_t* bits, std::size_t n);
+// The same of floats that must all hold bf16 values (low 16 bits zero; else not `normal`).
+Bf16Span bf16_span(const float* v, std::size_t n);
+
 // The same GEMM, same order and bits, with W held as 16-bit bf16/fp16 bit patterns (half the
 // memory traffic of floats: decode steps are bound by streaming the weights). The kernels widen
 // each K slice of W exactly (widen_half16) just before its fma chains read it.
+//
+// With bf16 weights, bf16 values in X and AVX-512 BF16, the packed kernel (M > 16) runs the chains
+// as vdpbf16ps steps instead: per fp32 lane c += a[2i+1] * b[2i+1], then c += a[2i] * b[2i], each
+// a fused multiply-add rounded to nearest even with denormal inputs and outputs flushed to zero
+// (Intel SDM, VDPBF16PS; checked on this CPU at startup, bf16_dot_kernel_available). Packing k into
+// the odd slot and k + 1 into the even one makes that the chain's own two steps. They can differ from
+// fma only through a denormal input, product or partial sum, or an overflow, so the kernel is used
+// only when the spans rule those out (bf16_dot_exact): no denormal, Inf or NaN in X or W, products
+// of at least 2^-112 (all partial sums are then multiples of 2^-126: zero or normal), and
+// K * 2^(emax_x + emax_w + 2) <= 2^127. Otherwise the fma kernel runs. `w_span` is W's span when the
+// caller knows it (a prepared weight scans itself once); null scans W.
 void gemm_f32acc(const float* X, const uint16_t* W, Half16 wfmt, float* Y, int M, int N, int K,
-                 const GemmConfig& cfg);
+                 const GemmConfig& cfg, const Bf16Span* w_span = nullptr);
+// Whether this build and CPU run the bf16 dot-product kernel with the fma chains' bits.
+bool bf16_dot_kernel_available();
+// Whether operands with these spans give the fma chains' bits in it, for a K-long chain.
+bool bf16_dot_exact(const Bf16Span& x, const Bf16Span& w, int K);
 
 void gemm_fp8_blockscaled(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, const GemmConfig& cfg);
 

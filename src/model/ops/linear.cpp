@@ -38,7 +38,8 @@ void emulated_gemm(const PathStyle& style, const HostMat& x, const PreparedLinea
     const num::Fp8Tensor xq = num::quantize_blocks(x.data(), n, lin.in, 1, 128, style.act_scale_options());
     num::gemm_fp8_blockscaled(xq, lin.wq, y.data(), cfg);
   } else {
-    num::gemm_f32acc(x.data(), lin.w.data(), style.act, y.data(), n, lin.out, lin.in, cfg);
+    num::gemm_f32acc(x.data(), lin.w.data(), style.act, y.data(), n, lin.out, lin.in, cfg,
+                     style.act == num::Half16::bf16 ? &lin.w.bf16_span() : nullptr);
   }
   if (!lin.bias.empty()) {
     // Bias added in the fp32 epilogue, one rounding to the act dtype.
