@@ -4,6 +4,8 @@
 // and float64 accuracy of all four.
 #include <cmath>
 #include <limits>
+#include <random>
+#include <vector>
 
 #include "libm_model_test_util.hpp"
 
@@ -65,6 +67,32 @@ TEST(NumericsLibmModel, WithinOneUlpOfFloat64) {
       ASSERT_LE(std::fabs(static_cast<double>(c.got) - c.want), ulp) << std::hexfloat << x;
     }
   }
+}
+
+// expf_model_n (the lanes the SiLU gate and the log-softmax use) against the scalar model, bitwise:
+// every 257th pattern in order (whole groups of one exponent), then a shuffled mix where a group of
+// 16 holds a special-case input (|x| >= 87.5, inf, NaN) among tail-range ones, computed in place
+// with a length that is not a multiple of 16.
+TEST(NumericsLibmModel, ExpfLanesMatchScalarModel) {
+  std::vector<float> x;
+  for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 257) x.push_back(bits_f32(static_cast<uint32_t>(u)));
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> d(-20.0f, 5.0f);
+  for (int i = 0; i < 100003; ++i)
+    x.push_back(i % 23 == 0 ? (i % 3 == 0 ? 90.0f : -std::numeric_limits<float>::infinity()) : d(rng));
+  // The two floats where computing r unfused (a product, then a subtraction) changes the result.
+  for (const uint32_t u : {0x4202422fu, 0xc27c65d9u})
+    for (int i = 0; i < 16; ++i) x.push_back(bits_f32(u));
+  std::vector<float> y = x;
+  rlp::num::expf_model_n(y.data(), y.data(), y.size());
+  size_t bad = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float want = rlp::num::expf_model(x[i]);
+    if (bits(y[i]) != bits(want) && !(std::isnan(y[i]) && std::isnan(want)) && ++bad <= 5)
+      ADD_FAILURE() << "x=" << x[i] << " (0x" << std::hex << bits(x[i]) << ") lanes 0x" << bits(y[i])
+                    << " scalar 0x" << bits(want) << std::dec;
+  }
+  EXPECT_EQ(bad, 0u);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 // not modelled.
 #pragma once
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 
 #include "rlparity/numerics/host_device.hpp"
@@ -168,6 +169,13 @@ RLP_HD float exp_common(float x, bool base2) {
 // glibc's exp2f and expf.
 RLP_HD float exp2f_model(float x) { return libm_detail::exp_common(x, true); }
 RLP_HD float expf_model(float x) { return libm_detail::exp_common(x, false); }
+
+#if !defined(__CUDACC__)
+// y[i] = expf_model(x[i]) for i < n, the same bits, 8 lanes of the double arithmetic at a time
+// where the host has AVX-512 (a group of 16 with a special-case input runs the scalar model).
+// y may be x. For the CPU paths' hot loops: the SiLU gate and the log-softmax's sum.
+void expf_model_n(const float* x, float* y, std::size_t n);
+#endif
 
 // glibc's logf and log2f.
 RLP_HD float logf_model(float x) { return libm_detail::log_common(x, false); }

@@ -9,6 +9,23 @@
 #include "rlparity/util/parallel.hpp"
 
 namespace rlp {
+namespace {
+
+// The fp32 sum of expf(row[i] - m) over i in [0, n), in increasing i (the exps as lanes).
+float sum_exp_shifted(const float* row, int n, float m) {
+  constexpr int kBlock = 256;
+  float t[kBlock];
+  float sum = 0.0f;
+  for (int i0 = 0; i0 < n; i0 += kBlock) {
+    const int len = std::min(kBlock, n - i0);
+    for (int j = 0; j < len; ++j) t[j] = row[i0 + j] - m;
+    num::expf_model_n(t, t, static_cast<std::size_t>(len));
+    for (int j = 0; j < len; ++j) sum += t[j];
+  }
+  return sum;
+}
+
+}  // namespace
 
 void EmulatedOps::logprobs(const Mat& xn, Mat& out, bool decode_step) const {
   head_.logprobs(xn, out, HeadAt{decode_step, 0, 0});
@@ -40,9 +57,8 @@ void EmulatedHead::logprobs(const HostMat& xn, HostMat& out, HeadAt at) const {
           m = std::max(m, mq);
         }
         for (int q = 0; q < tp; ++q) {
-          float sq = 0.0f;
-          for (int i = q * shard; i < std::min(V, (q + 1) * shard); ++i) sq += num::expf_model(row[i] - m);
-          sums[static_cast<std::size_t>(q)] = sq;
+          const int i0 = std::min(V, q * shard);
+          sums[static_cast<std::size_t>(q)] = sum_exp_shifted(row + i0, std::min(V, (q + 1) * shard) - i0, m);
         }
         const int64_t idx = decode_step ? 0 : at.row0 + static_cast<int64_t>(r);
         const float sum = num::all_reduce_element(
@@ -59,8 +75,7 @@ void EmulatedHead::logprobs(const HostMat& xn, HostMat& out, HeadAt at) const {
       float* row = out.row(static_cast<Eigen::Index>(r)).data();
       float m = -std::numeric_limits<float>::infinity();
       for (int i = 0; i < out.cols(); ++i) m = std::max(m, row[i]);
-      float sum = 0.0f;
-      for (int i = 0; i < out.cols(); ++i) sum += num::expf_model(row[i] - m);
+      const float sum = sum_exp_shifted(row, static_cast<int>(out.cols()), m);
       const float lse = m + num::logf_model(sum);
       for (int i = 0; i < out.cols(); ++i) row[i] = row[i] - lse;
     }
