@@ -182,6 +182,10 @@ struct Half16Rows {
     widen_half16(h, 1, fmt, &v);
     return v;
   }
+#if defined(__AVX512BF16__)
+  // 32 bf16 patterns (k, k + 1 in each word's low, high half); bf16 weights only.
+  __m512i pairs16(const uint16_t* h) const { return _mm512_loadu_si512(h); }
+#endif
 #if defined(__AVX512F__)
   __m512 widen16(const uint16_t* h) const {
     const __mmask16 all = 0xFFFF;
@@ -208,6 +212,15 @@ struct Fp8Rows {
     decode(c, 1, &v);
     return v;
   }
+#if defined(__AVX512BF16__)
+  // 32 codes as bf16 patterns, pairs as Half16Rows::pairs16 gives them: every e4m3/e5m2 value is a
+  // bf16 value, so the conversion of the decoded floats is exact (NaN codes: the caller's guard).
+  __m512i pairs16(const uint8_t* c) const {
+    alignas(64) float v[32];
+    decode(c, 32, v);
+    return (__m512i)_mm512_cvtne2ps_pbh(_mm512_load_ps(v + 16), _mm512_load_ps(v));
+  }
+#endif
 #if defined(__AVX512F__)
   __m512 widen16(const uint8_t* c) const {
     alignas(64) float v[16];
@@ -303,16 +316,18 @@ requires(P % 16 == 0 && (std::is_same_v<Rows, Half16Rows> ||
 }
 #endif
 
-// The pair panels of micro_dot: rows r0.. of X (floats holding bf16 values) for [k0, k0 + kc),
-// panel p's word (q, i) at dst[p * kp * P + q * P + i], rows past the end zero.
-template <int P>
-void pack_x_pairs(const float* X, int K, int r0, int nrows, int k0, int kc, uint32_t* dst) {
+// The pair panels of micro_dot: rows r0.. of an operand (whose values the caller has checked are
+// bf16 values: bf16 patterns, fp8 codes, or floats holding bf16 values) for [k0, k0 + kc), panel
+// p's word (q, i) at dst[p * kp * P + q * P + i], kp = ceil(kc / 2), rows past the end zero.
+template <int P, class Rows>
+void pack_pairs(const Rows& src, int r0, int nrows, int k0, int kc, uint32_t* dst) {
   const int kp = (kc + 1) / 2, panels = (nrows + P - 1) / P;
+  float row[KC];
   for (int p = 0; p < panels; ++p) {
     uint32_t* d = dst + static_cast<size_t>(p) * static_cast<size_t>(kp) * P;
     for (int i = 0; i < P; ++i) {
       const int r = p * P + i;
-      const float* x = r < nrows ? X + static_cast<size_t>(r0 + r) * static_cast<size_t>(K) + k0 : nullptr;
+      const float* x = r < nrows ? src.slice(r0 + r, k0, kc, row) : nullptr;
       for (int q = 0; q < kp; ++q) {
         const int k = 2 * q;
         d[q * P + i] = x ? bf16_pair(f32_bits(x[k]) >> 16, k + 1 < kc ? f32_bits(x[k + 1]) >> 16 : 0u) : 0u;
@@ -322,31 +337,32 @@ void pack_x_pairs(const float* X, int K, int r0, int nrows, int k0, int kc, uint
 }
 
 #if defined(__AVX512BF16__)
-// The same of W's bf16 rows, 16 rows x 16 pairs at a time: a row's 32 patterns loaded as 16 words
-// (k in the low half as stored), halves swapped, then transposed in registers (transpose16).
-template <int P>
-requires(P % 16 == 0) void pack_w_pairs(const Half16Rows& src, int r0, int nrows, int k0, int kc,
-                                        uint32_t* dst) {
+// The same of bf16 weights or fp8 codes, 16 rows x 16 pairs at a time: each row's 32 values as 16
+// words in memory order (Rows::pairs16: k in the low half), halves swapped, then transposed in
+// registers (transpose16).
+template <int P, class Rows>
+requires(P % 16 == 0 && (std::is_same_v<Rows, Half16Rows> ||
+                         std::is_same_v<Rows, Fp8Rows>)) void pack_pairs(const Rows& src, int r0, int nrows,
+                                                                         int k0, int kc, uint32_t* dst) {
+  using Elem = std::remove_cv_t<std::remove_pointer_t<decltype(src.W)>>;
   const int kp = (kc + 1) / 2, full = kc / 2, panels = (nrows + P - 1) / P;
   const int next = std::min(KC, src.K - (k0 + kc));
+  const __mmask16 all = 0xFFFF;  // maskz form: GCC 12's plain one trips -Wmaybe-uninitialized
   for (int p = 0; p < panels; ++p) {
     uint32_t* d = dst + static_cast<size_t>(p) * static_cast<size_t>(kp) * P;
     for (int g = 0; g < P; g += 16) {
-      const uint16_t* rows[16];
+      const Elem* rows[16];
       for (int i = 0; i < 16; ++i) {
         const int r = p * P + g + i;
         rows[i] = r < nrows ? src.W + static_cast<size_t>(r0 + r) * static_cast<size_t>(src.K) + k0 : nullptr;
         if (rows[i] && next > 0) src.prefetch(r0 + r, k0 + kc, next);
       }
       int q = 0;
-      const __mmask16 all = 0xFFFF;  // maskz form: GCC 12's plain one trips -Wmaybe-uninitialized
       for (; q + 16 <= full; q += 16) {
         __m512 r[16], c[16];
         for (int i = 0; i < 16; ++i)
-          r[i] =
-              rows[i]
-                  ? _mm512_castsi512_ps(_mm512_maskz_rol_epi32(all, _mm512_loadu_si512(rows[i] + 2 * q), 16))
-                  : _mm512_setzero_ps();
+          r[i] = rows[i] ? _mm512_castsi512_ps(_mm512_maskz_rol_epi32(all, src.pairs16(rows[i] + 2 * q), 16))
+                         : _mm512_setzero_ps();
         transpose16(r, c);
         for (int j = 0; j < 16; ++j)
           _mm512_storeu_ps(reinterpret_cast<float*>(d + static_cast<size_t>(q + j) * P + g), c[j]);
@@ -354,8 +370,9 @@ requires(P % 16 == 0) void pack_w_pairs(const Half16Rows& src, int r0, int nrows
       for (; q < kp; ++q)
         for (int i = 0; i < 16; ++i) {
           const int k = 2 * q;
+          const auto hi16 = [&](int kk) { return f32_bits(src.widen1(rows[i] + kk)) >> 16; };
           d[static_cast<size_t>(q) * P + static_cast<size_t>(g + i)] =
-              rows[i] ? bf16_pair(rows[i][k], k + 1 < kc ? rows[i][k + 1] : 0u) : 0u;
+              rows[i] ? bf16_pair(hi16(k), k + 1 < kc ? hi16(k + 1) : 0u) : 0u;
         }
     }
   }

@@ -132,8 +132,8 @@ void gemm_f32acc_rows(const float* X, const Rows& W, float* Y, int M, int N, int
                              [&](const Tile& t, const Seg& sg, TileBufs& b, RowPanelsOf<uint32_t>& xr) {
                                const int kc = sg.k1 - sg.k0, kp = (kc + 1) / 2;
                                uint32_t* xp = xr.at(t.nir, sg.k0);
-                               if (t.pack_x) pack_x_pairs<MR>(X, K, t.m0, t.mrows, sg.k0, kc, xp);
-                               pack_w_pairs<NR>(W, t.n0, t.ncols, sg.k0, kc, b.wpairs.data());
+                               if (t.pack_x) pack_pairs<MR>(F32Rows{X, K}, t.m0, t.mrows, sg.k0, kc, xp);
+                               pack_pairs<NR>(W, t.n0, t.ncols, sg.k0, kc, b.wpairs.data());
                                for (int jr = 0; jr < t.njr; ++jr)
                                  for (int ir = 0; ir < t.nir; ++ir)
                                    micro_dot(kp, xp + static_cast<size_t>(ir) * kp * MR,

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <type_traits>
 #include <vector>
 
 #include "gemm_blocking.hpp"
@@ -13,6 +14,14 @@
 namespace rlp::num {
 using namespace gemm_detail;
 namespace {
+
+// No NaN or Inf code (e4m3: S.1111.111; e5m2: S.11111.xx).
+bool fp8_codes_finite(const Fp8Tensor& t) {
+  const uint8_t mask = t.kind == Fp8Kind::e4m3 ? 0x7F : 0x7C;
+  uint8_t special = 0;
+  for (const uint8_t c : t.codes) special |= static_cast<uint8_t>((c & mask) == mask);
+  return special == 0;
+}
 
 // Block-scaled fp8 with fp32 slice accumulation, same scheme: per split-K range y starts at +0,
 // every slice's partial p is a fresh chain over the slice, promoted into y with the row's and the
@@ -135,14 +144,24 @@ void gemm_fp8_blockscaled(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, cons
     return;
   }
 #endif
-  for_each_tile(M, N, K, [&](const Tile& t, TileBufs& b, RowPanels& xr) {
+  // The slice chains as micro_dot steps where the products stay exact and normal: every product of
+  // two e4m3/e5m2 values is (at least 2^-32, below 2^32), so only NaN and Inf codes rule it out.
+  const bool dot = kHasBf16Dot && bf16_dot_kernel_available() && fp8_codes_finite(X) && fp8_codes_finite(W);
+  const Fp8Rows xrows{X.codes.data(), K, xdec}, wrows{W.codes.data(), K, wdec};
+  auto body = [&](const Tile& t, TileBufs& b, auto& xr) {
+    constexpr bool kPairs = std::is_same_v<std::decay_t<decltype(xr)>, RowPanelsOf<uint32_t>>;
     for (int r = 0; r < S; ++r) {
       std::fill(b.racc.begin(), b.racc.begin() + static_cast<std::ptrdiff_t>(t.used), 0.0f);  // y = +0
       for (int s = split_begin(slices, S, r); s < split_begin(slices, S, r + 1); ++s) {
-        const int k0 = s * B, kc = std::min(B, K - k0);
-        float* xp = xr.at(t.nir, k0);
-        if (t.pack_x) pack_rows<MR>(Fp8Rows{X.codes.data(), K, xdec}, t.m0, t.mrows, k0, kc, xp);
-        pack_rows<NR>(Fp8Rows{W.codes.data(), K, wdec}, t.n0, t.ncols, k0, kc, b.wp.data());
+        const int k0 = s * B, kc = std::min(B, K - k0), kp = (kc + 1) / 2;
+        auto* xp = xr.at(t.nir, k0);
+        if constexpr (kPairs) {
+          if (t.pack_x) pack_pairs<MR>(xrows, t.m0, t.mrows, k0, kc, xp);
+          pack_pairs<NR>(wrows, t.n0, t.ncols, k0, kc, b.wpairs.data());
+        } else {
+          if (t.pack_x) pack_rows<MR>(xrows, t.m0, t.mrows, k0, kc, xp);
+          pack_rows<NR>(wrows, t.n0, t.ncols, k0, kc, b.wp.data());
+        }
         for (int i = 0; i < t.mrows; ++i)
           b.sa[static_cast<size_t>(i)] =
               X.scale_inv[static_cast<size_t>(t.m0 + i) * static_cast<size_t>(xcb) + static_cast<size_t>(s)];
@@ -153,8 +172,15 @@ void gemm_fp8_blockscaled(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, cons
         for (int jr = 0; jr < t.njr; ++jr)
           for (int ir = 0; ir < t.nir; ++ir) {
             const size_t off = (static_cast<size_t>(jr) * t.nir + static_cast<size_t>(ir)) * kTile;
-            micro(kc, xp + static_cast<size_t>(ir) * kc * MR, b.wp.data() + static_cast<size_t>(jr) * kc * NR,
-                  b.acc.data() + off, true);
+            if constexpr (kPairs) {
+#if defined(__AVX512BF16__)
+              micro_dot(kp, xp + static_cast<size_t>(ir) * kp * MR,
+                        b.wpairs.data() + static_cast<size_t>(jr) * kp * NR, b.acc.data() + off, true);
+#endif
+            } else {
+              micro(kc, xp + static_cast<size_t>(ir) * kc * MR,
+                    b.wp.data() + static_cast<size_t>(jr) * kc * NR, b.acc.data() + off, true);
+            }
             // Promotion of the slice partial into this range's y (padded lanes use scale 0).
             const float* p = b.acc.data() + off;
             float* y = b.racc.data() + off;
@@ -172,7 +198,11 @@ void gemm_fp8_blockscaled(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, cons
       copy_or_add(b.tot, b.racc, t.used, r == 0);
     }
     write_back(b.tot.data(), Y, N, t.m0, t.mrows, t.n0, t.ncols, t.nir, cfg.out);
-  });
+  };
+  if (dot)
+    for_each_tile<uint32_t>(M, N, K, body);
+  else
+    for_each_tile<float>(M, N, K, body);
 }
 
 void gemm_fp8_rowscaled(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, SliceAccum accum, bool swap_ab,

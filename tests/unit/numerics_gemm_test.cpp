@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "rlparity/numerics/gemm.hpp"
@@ -282,10 +283,12 @@ TEST(NumericsGemm, SplitAndChunkChangeLastBitsFixedConfigReproducible) {
 }
 
 TEST(NumericsGemm, Fp8MatchesStatedOrderBitwise) {
-  // M = 21 runs the packed kernel; M <= 16 (decode steps) the unpacked small-M kernels.
-  for (const int M : {21, 16, 11, 8, 3}) {
-    SCOPED_TRACE("M=" + std::to_string(M));
-    const int N = 150, K = 300;  // partial last slice (300 = 2*128 + 44), partial W blocks
+  // M = 21 runs the packed kernel (its slice chains as bf16 dot-product steps where the CPU has
+  // them: K = 301's last slice has an odd length); M <= 16 (decode steps) the small-M kernels.
+  for (const auto& [M, K] : {std::pair{21, 300}, std::pair{21, 301}, std::pair{16, 300}, std::pair{11, 300},
+                             std::pair{8, 300}, std::pair{3, 300}}) {
+    SCOPED_TRACE("M=" + std::to_string(M) + " K=" + std::to_string(K));
+    const int N = 150;  // partial last slice (300 = 2*128 + 44), partial W blocks
     const Fp8Tensor X = random_fp8(M, K, 1, 128, 7), W = random_fp8(N, K, 128, 128, 8);
     for (Promotion p : {Promotion::cublaslt, Promotion::deepgemm})
       for (SliceAccum acc : {SliceAccum::fp32, SliceAccum::hopper})
