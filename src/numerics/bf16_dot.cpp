@@ -30,7 +30,7 @@ Bf16Span span_of_fields(uint32_t lo, uint32_t hi, bool special) {
 
 }  // namespace
 
-// Branch-free loops (the compiler vectorizes them): decode steps call the GEMM thousands of times.
+// A branch-free loop the compiler vectorizes (a prepared weight is scanned once).
 Bf16Span bf16_span(const uint16_t* bits, std::size_t n) {
   uint32_t lo = 0xFFu, hi = 0, denormal = 0;
   for (std::size_t i = 0; i < n; ++i) {

@@ -86,6 +86,9 @@ inline void micro_dot(int kp, const uint32_t* __restrict xp, const uint32_t* __r
 }
 #else
 constexpr bool kHasBf16Dot = false;
+inline void micro_dot(int, const uint32_t*, const uint32_t*, float*, bool) {
+  RLP_CHECK(false, "the bf16 dot-product GEMM kernel is not in this build (no AVX-512 BF16)");
+}
 #endif
 
 // The pair word of (hi, lo) bf16 patterns: k's value in the high half.

@@ -125,38 +125,34 @@ void gemm_f32acc_rows(const float* X, const Rows& W, float* Y, int M, int N, int
   }
 #endif
 
-#if defined(__AVX512BF16__)
-  if constexpr (std::is_same_v<Rows, Half16Rows>) {
-    if (dot) {
-      packed_tiles<uint32_t>(Y, M, N, K, segs, direct, cfg.out,
-                             [&](const Tile& t, const Seg& sg, TileBufs& b, RowPanelsOf<uint32_t>& xr) {
-                               const int kc = sg.k1 - sg.k0, kp = (kc + 1) / 2;
-                               uint32_t* xp = xr.at(t.nir, sg.k0);
-                               if (t.pack_x) pack_pairs<MR>(F32Rows{X, K}, t.m0, t.mrows, sg.k0, kc, xp);
-                               pack_pairs<NR>(W, t.n0, t.ncols, sg.k0, kc, b.wpairs.data());
-                               for (int jr = 0; jr < t.njr; ++jr)
-                                 for (int ir = 0; ir < t.nir; ++ir)
-                                   micro_dot(kp, xp + static_cast<size_t>(ir) * kp * MR,
-                                             b.wpairs.data() + static_cast<size_t>(jr) * kp * NR,
-                                             b.acc.data() + (static_cast<size_t>(jr) * t.nir + ir) * kTile,
-                                             sg.chunk_start);
-                             });
-      return;
+  // One K segment of a tile: X's panels (first tile of a row tile) and W's, then the micro-tiles'
+  // chains, as fma steps (float panels) or bf16 dot-product steps (pair panels).
+  auto run = [&](const Tile& t, const Seg& sg, TileBufs& b, auto& xr) {
+    constexpr bool kPairs = std::is_same_v<std::decay_t<decltype(xr)>, RowPanelsOf<uint32_t>>;
+    const int kc = sg.k1 - sg.k0, kp = (kc + 1) / 2;
+    auto* xp = xr.at(t.nir, sg.k0);
+    if constexpr (kPairs) {
+      if (t.pack_x) pack_pairs<MR>(F32Rows{X, K}, t.m0, t.mrows, sg.k0, kc, xp);
+      pack_pairs<NR>(W, t.n0, t.ncols, sg.k0, kc, b.wpairs.data());
+    } else {
+      if (t.pack_x) pack_rows<MR>(F32Rows{X, K}, t.m0, t.mrows, sg.k0, kc, xp);
+      pack_rows<NR>(W, t.n0, t.ncols, sg.k0, kc, b.wp.data());
     }
-  }
-#endif
-  RLP_CHECK(!dot, "gemm_f32acc: the bf16 dot-product kernel is not in this build");
-  packed_tiles<float>(
-      Y, M, N, K, segs, direct, cfg.out, [&](const Tile& t, const Seg& sg, TileBufs& b, RowPanels& xr) {
-        const int kc = sg.k1 - sg.k0;
-        float* xp = xr.at(t.nir, sg.k0);
-        if (t.pack_x) pack_rows<MR>(F32Rows{X, K}, t.m0, t.mrows, sg.k0, kc, xp);
-        pack_rows<NR>(W, t.n0, t.ncols, sg.k0, kc, b.wp.data());
-        for (int jr = 0; jr < t.njr; ++jr)
-          for (int ir = 0; ir < t.nir; ++ir)
-            micro(kc, xp + static_cast<size_t>(ir) * kc * MR, b.wp.data() + static_cast<size_t>(jr) * kc * NR,
-                  b.acc.data() + (static_cast<size_t>(jr) * t.nir + ir) * kTile, sg.chunk_start);
-      });
+    for (int jr = 0; jr < t.njr; ++jr)
+      for (int ir = 0; ir < t.nir; ++ir) {
+        float* c = b.acc.data() + (static_cast<size_t>(jr) * t.nir + static_cast<size_t>(ir)) * kTile;
+        if constexpr (kPairs)
+          micro_dot(kp, xp + static_cast<size_t>(ir) * kp * MR,
+                    b.wpairs.data() + static_cast<size_t>(jr) * kp * NR, c, sg.chunk_start);
+        else
+          micro(kc, xp + static_cast<size_t>(ir) * kc * MR, b.wp.data() + static_cast<size_t>(jr) * kc * NR,
+                c, sg.chunk_start);
+      }
+  };
+  if (dot)
+    packed_tiles<uint32_t>(Y, M, N, K, segs, direct, cfg.out, run);
+  else
+    packed_tiles<float>(Y, M, N, K, segs, direct, cfg.out, run);
 }
 }  // namespace
 

@@ -173,10 +173,8 @@ void gemm_fp8_blockscaled(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, cons
           for (int ir = 0; ir < t.nir; ++ir) {
             const size_t off = (static_cast<size_t>(jr) * t.nir + static_cast<size_t>(ir)) * kTile;
             if constexpr (kPairs) {
-#if defined(__AVX512BF16__)
               micro_dot(kp, xp + static_cast<size_t>(ir) * kp * MR,
                         b.wpairs.data() + static_cast<size_t>(jr) * kp * NR, b.acc.data() + off, true);
-#endif
             } else {
               micro(kc, xp + static_cast<size_t>(ir) * kc * MR,
                     b.wp.data() + static_cast<size_t>(jr) * kc * NR, b.acc.data() + off, true);

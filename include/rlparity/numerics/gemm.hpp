@@ -56,8 +56,6 @@ RLP_HD float round_out(float y, OutRound r) {
   return r == OutRound::bf16 ? round_bf16(y) : (r == OutRound::fp16 ? round_fp16(y) : y);
 }
 
-void gemm_f32acc(const float* X, const float* W, float* Y, int M, int N, int K, const GemmConfig& cfg);
-
 // The exponents of a bf16 operand's values, what decides whether the bf16 dot-product kernel gives
 // the fma chains' bits (see gemm_f32acc below): every value +-0 or a normal finite number
 // (`normal`), and the range of the unbiased exponents floor(log2|v|) over the nonzero ones
@@ -69,6 +67,8 @@ struct Bf16Span {
 Bf16Span bf16_span(const uint16_t* bits, std::size_t n);
 // The same of floats that must all hold bf16 values (low 16 bits zero; else not `normal`).
 Bf16Span bf16_span(const float* v, std::size_t n);
+
+void gemm_f32acc(const float* X, const float* W, float* Y, int M, int N, int K, const GemmConfig& cfg);
 
 // The same GEMM, same order and bits, with W held as 16-bit bf16/fp16 bit patterns (half the
 // memory traffic of floats: decode steps are bound by streaming the weights). The kernels widen
