@@ -66,7 +66,6 @@ inline void micro(int kc, const float* __restrict xp, const float* __restrict wp
 // The same c[MR][NR] tile and chains over bf16 pairs: xp[q][i] and wp[q][j] hold (k, k + 1) =
 // (k0 + 2q, k0 + 2q + 1) as one 32-bit word, k in the high half (vdpbf16ps's odd slot, which it
 // adds first), k + 1 in the low half (0 past the segment's end: c + 0 = c, as c is never -0).
-constexpr bool kHasBf16Dot = true;
 inline void micro_dot(int kp, const uint32_t* __restrict xp, const uint32_t* __restrict wp,
                       float* __restrict c, bool zero) {
   __m512 acc[MR][NV];
@@ -85,7 +84,6 @@ inline void micro_dot(int kp, const uint32_t* __restrict xp, const uint32_t* __r
     for (int v = 0; v < NV; ++v) _mm512_storeu_ps(c + i * NR + v * kVec, acc[i][v]);
 }
 #else
-constexpr bool kHasBf16Dot = false;
 inline void micro_dot(int, const uint32_t*, const uint32_t*, float*, bool) {
   RLP_CHECK(false, "the bf16 dot-product GEMM kernel is not in this build (no AVX-512 BF16)");
 }
@@ -416,7 +414,6 @@ struct RowPanelsOf {
   }
   T* at(int nir, int k0) { return buf.data() + static_cast<size_t>(nir) * MR * static_cast<size_t>(k0); }
 };
-using RowPanels = RowPanelsOf<float>;
 
 // One task tile: rows [m0, m0 + mrows) x columns [n0, n0 + ncols), nir x njr micro-tiles filling
 // the first `used` floats of each buffer; pack_x when X's panels of these rows must be packed.

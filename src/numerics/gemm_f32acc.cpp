@@ -163,7 +163,7 @@ void gemm_f32acc(const float* X, const float* W, float* Y, int M, int N, int K, 
 void gemm_f32acc(const float* X, const uint16_t* W, Half16 wfmt, float* Y, int M, int N, int K,
                  const GemmConfig& cfg, const Bf16Span* w_span) {
   bool dot = false;
-  if (kHasBf16Dot && wfmt == Half16::bf16 && M > kSmallM && N > 0 && K > 0 && bf16_dot_kernel_available()) {
+  if (wfmt == Half16::bf16 && M > kSmallM && N > 0 && K > 0 && bf16_dot_kernel_available()) {
     const Bf16Span ws = w_span ? *w_span : bf16_span(W, static_cast<size_t>(N) * static_cast<size_t>(K));
     dot = bf16_dot_exact(bf16_span(X, static_cast<size_t>(M) * static_cast<size_t>(K)), ws, K);
   }

@@ -146,7 +146,7 @@ void gemm_fp8_blockscaled(const Fp8Tensor& X, const Fp8Tensor& W, float* Y, cons
 #endif
   // The slice chains as micro_dot steps where the products stay exact and normal: every product of
   // two e4m3/e5m2 values is (at least 2^-32, below 2^32), so only NaN and Inf codes rule it out.
-  const bool dot = kHasBf16Dot && bf16_dot_kernel_available() && fp8_codes_finite(X) && fp8_codes_finite(W);
+  const bool dot = bf16_dot_kernel_available() && fp8_codes_finite(X) && fp8_codes_finite(W);
   const Fp8Rows xrows{X.codes.data(), K, xdec}, wrows{W.codes.data(), K, wdec};
   auto body = [&](const Tile& t, TileBufs& b, auto& xr) {
     constexpr bool kPairs = std::is_same_v<std::decay_t<decltype(xr)>, RowPanelsOf<uint32_t>>;
