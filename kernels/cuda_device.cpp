@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
+#include "cublaslt_api.hpp"
 #include "cuda_check.hpp"
 #include "rlparity/dist/job.hpp"
 
@@ -50,7 +51,7 @@ DeviceInfo require_device() {
   d.cc_minor = prop.minor;
   RLP_CUDA_CHECK(cudaDriverGetVersion(&d.driver_version));
   RLP_CUDA_CHECK(cudaRuntimeGetVersion(&d.runtime_version));
-  d.cublaslt_version = cublasLtGetVersion();
+  d.cublaslt_version = cublaslt().GetVersion();
   d.cublaslt_header_version = CUBLAS_VERSION;
   return d;
 }

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "cublaslt_api.hpp"
 #include "cuda_check.hpp"
 #include "cuda_kernels.hpp"
 #include "device_buffer.hpp"
@@ -19,19 +20,19 @@ constexpr std::size_t kWorkspaceBytes = 32u << 20;  // as NVIDIA's samples and T
 struct MatmulDesc {
   cublasLtMatmulDesc_t d = nullptr;
   ~MatmulDesc() {
-    if (d) cublasLtMatmulDescDestroy(d);
+    if (d) cublaslt().MatmulDescDestroy(d);
   }
 };
 struct Layout {
   cublasLtMatrixLayout_t l = nullptr;
   ~Layout() {
-    if (l) cublasLtMatrixLayoutDestroy(l);
+    if (l) cublaslt().MatrixLayoutDestroy(l);
   }
 };
 struct Preference {
   cublasLtMatmulPreference_t p = nullptr;
   ~Preference() {
-    if (p) cublasLtMatmulPreferenceDestroy(p);
+    if (p) cublaslt().MatmulPreferenceDestroy(p);
   }
 };
 
@@ -47,10 +48,10 @@ cudaDataType_t output_type(const float* bias, num::OutRound out) {
 
 // fp32 compute, A (weights) transposed, B (activations) not: TN, as TransformerEngine calls it.
 void make_tn_desc(MatmulDesc& op) {
-  RLP_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op.d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  RLP_CUBLAS_CHECK(cublaslt().MatmulDescCreate(&op.d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  RLP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-  RLP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  RLP_CUBLAS_CHECK(cublaslt().MatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  RLP_CUBLAS_CHECK(cublaslt().MatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
 }
 
 }  // namespace
@@ -86,22 +87,22 @@ struct LtGemm::Impl {
            const void* A, const void* B, int m, int n, int k, int rows, double flops) {
     Layout a, b, c, d;
     RLP_CUBLAS_CHECK(
-        cublasLtMatrixLayoutCreate(&a.l, a_type, static_cast<uint64_t>(k), static_cast<uint64_t>(m), k));
+        cublaslt().MatrixLayoutCreate(&a.l, a_type, static_cast<uint64_t>(k), static_cast<uint64_t>(m), k));
     RLP_CUBLAS_CHECK(
-        cublasLtMatrixLayoutCreate(&b.l, b_type, static_cast<uint64_t>(k), static_cast<uint64_t>(n), k));
+        cublaslt().MatrixLayoutCreate(&b.l, b_type, static_cast<uint64_t>(k), static_cast<uint64_t>(n), k));
     RLP_CUBLAS_CHECK(
-        cublasLtMatrixLayoutCreate(&c.l, d_type, static_cast<uint64_t>(m), static_cast<uint64_t>(n), m));
+        cublaslt().MatrixLayoutCreate(&c.l, d_type, static_cast<uint64_t>(m), static_cast<uint64_t>(n), m));
     RLP_CUBLAS_CHECK(
-        cublasLtMatrixLayoutCreate(&d.l, d_type, static_cast<uint64_t>(m), static_cast<uint64_t>(n), m));
+        cublaslt().MatrixLayoutCreate(&d.l, d_type, static_cast<uint64_t>(m), static_cast<uint64_t>(n), m));
     Preference pref;
-    RLP_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.p));
+    RLP_CUBLAS_CHECK(cublaslt().MatmulPreferenceCreate(&pref.p));
     const std::size_t ws = kWorkspaceBytes;
-    RLP_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                          &ws, sizeof ws));
+    RLP_CUBLAS_CHECK(cublaslt().MatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                             &ws, sizeof ws));
     cublasLtMatmulHeuristicResult_t heur{};
     int returned = 0;
     const cublasStatus_t hs =
-        cublasLtMatmulAlgoGetHeuristic(handle, op, a.l, b.l, c.l, d.l, pref.p, 1, &heur, &returned);
+        cublaslt().MatmulAlgoGetHeuristic(handle, op, a.l, b.l, c.l, d.l, pref.p, 1, &heur, &returned);
     if (hs == CUBLAS_STATUS_NOT_SUPPORTED || hs == CUBLAS_STATUS_INVALID_VALUE ||
         (hs == CUBLAS_STATUS_SUCCESS && returned == 0))
       return false;
@@ -109,15 +110,15 @@ struct LtGemm::Impl {
     void* D = d_out.ensure(static_cast<std::size_t>(m) * static_cast<std::size_t>(n) * out_size(d_type));
     const float alpha = 1.0f, beta = 0.0f;
     begin();
-    RLP_CUBLAS_CHECK(cublasLtMatmul(handle, op, &alpha, A, a.l, B, b.l, &beta, D, c.l, D, d.l, &heur.algo,
-                                    workspace.get(), ws, nullptr));
+    RLP_CUBLAS_CHECK(cublaslt().Matmul(handle, op, &alpha, A, a.l, B, b.l, &beta, D, c.l, D, d.l, &heur.algo,
+                                       workspace.get(), ws, nullptr));
     end(rows, flops);
     return true;
   }
 };
 
 LtGemm::LtGemm() : impl_(std::make_unique<Impl>()) {
-  RLP_CUBLAS_CHECK(cublasLtCreate(&impl_->handle));
+  RLP_CUBLAS_CHECK(cublaslt().Create(&impl_->handle));
   impl_->workspace.ensure(kWorkspaceBytes);
   const char* t = std::getenv("RLPARITY_CUDA_GEMM_TIMING");
   if (t && std::string(t) == "1") {
@@ -131,7 +132,7 @@ LtGemm::~LtGemm() {
   if (!impl_) return;
   if (impl_->t0) cudaEventDestroy(impl_->t0);
   if (impl_->t1) cudaEventDestroy(impl_->t1);
-  if (impl_->handle) cublasLtDestroy(impl_->handle);
+  if (impl_->handle) cublaslt().Destroy(impl_->handle);
 }
 
 const GemmTiming* LtGemm::stats() const { return impl_->timing ? &impl_->stats : nullptr; }
@@ -173,13 +174,13 @@ bool LtGemm::gemm_fp8(const uint8_t* Xq, const float* xs, const uint8_t* Wq, con
     const float* a_scale = w_first ? ws : xs;
     const float* b_scale = w_first ? xs : ws;
     RLP_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof a_mode));
+        cublaslt().MatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof a_mode));
     RLP_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof b_mode));
-    RLP_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof a_scale));
-    RLP_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof b_scale));
+        cublaslt().MatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof b_mode));
+    RLP_CUBLAS_CHECK(cublaslt().MatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale,
+                                                       sizeof a_scale));
+    RLP_CUBLAS_CHECK(cublaslt().MatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale,
+                                                       sizeof b_scale));
     const double flops = 2.0 * M * N * K;
     if (w_first) return impl_->run(op.d, CUDA_R_8F_E4M3, CUDA_R_8F_E4M3, d_type, Wq, Xq, N, Mp, K, M, flops);
     return impl_->run(op.d, CUDA_R_8F_E4M3, CUDA_R_8F_E4M3, d_type, Xq, Wq, Mp, N, K, M, flops);

@@ -81,6 +81,12 @@ if [[ -n "$PREBUILT" ]]; then
            $(python3 -c 'import nvidia, os; p = nvidia.__path__[0]; print(" ".join(os.path.join(p, d, "lib") for d in sorted(os.listdir(p))))' 2>/dev/null); do
     [[ -e $d/libcublasLt.so.13 || -e $d/libcublasLt.so.12 ]] && LIBS=$LIBS:$d
   done
+  # rlparity loads cuBLASLt when the CUDA backend starts (kernels/cublaslt_api.hpp), so ldd below
+  # cannot see it missing.
+  if [[ $LIBS != *:* ]] && ! ldconfig -p 2>/dev/null | grep -q 'libcublasLt\.so\.1[23] '; then
+    FAILED+=("prebuilt: no libcublasLt.so.13/.12 in the CUDA folders or the loader's cache")
+    finish
+  fi
   # The machine's C++ runtime unless it is too old for our binaries.
   if ! LD_LIBRARY_PATH=$LIBS "$PREBUILT/rlparity" --version >/dev/null 2>&1; then
     LIBS=$LIBS/fallback:$LIBS
