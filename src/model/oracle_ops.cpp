@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "rlparity/model/host_tensors.hpp"
 #include "rlparity/model/moe_routing.hpp"
 #include "rlparity/model/rope.hpp"
 #include "rlparity/numerics/gemm.hpp"
@@ -18,8 +19,8 @@ OracleOps::OracleOps(const ModelSpec& spec, const OracleWeights& weights)
 OracleOps::Cache OracleOps::new_cache(int capacity) const {
   Cache c;
   const int width = spec_.kv_heads * spec_.head_dim;
-  c.k.assign(static_cast<std::size_t>(spec_.layers), Mat(capacity, width));
-  c.v.assign(static_cast<std::size_t>(spec_.layers), Mat(capacity, width));
+  c.k = sized_mats<Mat>(static_cast<std::size_t>(spec_.layers), capacity, width);
+  c.v = sized_mats<Mat>(static_cast<std::size_t>(spec_.layers), capacity, width);
   return c;
 }
 

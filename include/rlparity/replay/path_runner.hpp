@@ -213,7 +213,7 @@ std::vector<PathOutput<typename Ops::Mat>> run_path_group(const Ops& ops, Sequen
     if (seqs[i].routing_replay && mode != SequenceMode::teacher_forced)
       RLP_THROW("run_path_group: routing replay needs a teacher-forced path");
     if (!want_hidden) continue;
-    out[i].hidden.assign(L, Mat(seqs[i].response_len, spec.hidden));
+    out[i].hidden = sized_mats<Mat>(L, seqs[i].response_len, spec.hidden);
     out[i].experts.resize(L);
     out[i].margin.resize(L);
     for (std::size_t l = 0; l < L; ++l) {

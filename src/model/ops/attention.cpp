@@ -172,6 +172,8 @@ constexpr long long kAttnStateBudget = 1LL << 20;
 // small the blocks: each score is its own chain, so when it is computed does not matter, and long
 // runs of keys stream K^T rows better than short ones.
 constexpr int kScoreChunk = 128;
+// Rows per task of the cache write (a decode step's one row is written on the caller).
+constexpr std::size_t kCacheWriteRows = 64;
 
 }  // namespace
 
@@ -196,17 +198,26 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
   const float qs = fp8_kv ? kv_scales_.q[li] : 1.0f;
   // Cache write. fp8: vLLM stores satfinite_e4m3(x / scale); reads fp8 -> f16 -> f32 (exact) and the
   // kernel folds the scale into the softmax scale (K) and the output (V).
-  for (int r = 0; r < n; ++r)
-    for (int c = 0; c < K.cols(); ++c) {
-      if (fp8_kv) {
-        K(pos0 + r, c) = num::round_e4m3_sat(k(r, c) / ks);
-        V(pos0 + r, c) = num::round_e4m3_sat(v(r, c) / vs);
-      } else {
-        K(pos0 + r, c) = k(r, c);
-        V(pos0 + r, c) = v(r, c);
+  // Rows in parallel, then K^T by column blocks (each of its rows written in order); a prefill of
+  // thousands of positions writes (and first touches) megabytes here.
+  const int width = static_cast<int>(K.cols());
+  parallel_for(static_cast<std::size_t>(n), kCacheWriteRows, [&](std::size_t r0, std::size_t r1) {
+    for (int r = static_cast<int>(r0); r < static_cast<int>(r1); ++r)
+      for (int c = 0; c < width; ++c) {
+        K(pos0 + r, c) = fp8_kv ? num::round_e4m3_sat(k(r, c) / ks) : k(r, c);
+        V(pos0 + r, c) = fp8_kv ? num::round_e4m3_sat(v(r, c) / vs) : v(r, c);
       }
-      cache.kt[li](c, pos0 + r) = K(pos0 + r, c);
-    }
+  });
+  Mat& Kt_w = cache.kt[li];
+  const int col_blocks = (width + kVecFloats - 1) / kVecFloats;
+  parallel_for(static_cast<std::size_t>(col_blocks),
+               static_cast<std::size_t>(n) >= kCacheWriteRows ? 1 : static_cast<std::size_t>(col_blocks),
+               [&](std::size_t b0, std::size_t b1) {
+                 const int c0 = static_cast<int>(b0) * kVecFloats,
+                           c1 = std::min(width, static_cast<int>(b1) * kVecFloats);
+                 for (int r = 0; r < n; ++r)
+                   for (int c = c0; c < c1; ++c) Kt_w(c, pos0 + r) = K(pos0 + r, c);
+               });
   const float c_log2 = num::attention_exp2_scale(hd, fp8_kv ? qs * ks : 1.0f);
   const int block = std::max(1, style_.attn_block);
   const int partition = style_.attention == AttentionKind::split_kv ? std::max(1, style_.split_kv_partition)

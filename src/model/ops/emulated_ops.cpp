@@ -38,9 +38,10 @@ float EmulatedOps::round_act(float x) const { return num::round_act(x, style_.ac
 EmulatedOps::Cache EmulatedOps::new_cache(int capacity) const {
   Cache c;
   const int width = spec_.kv_heads * spec_.head_dim;
-  c.k.assign(static_cast<std::size_t>(spec_.layers), Mat(capacity, width));
-  c.v.assign(static_cast<std::size_t>(spec_.layers), Mat(capacity, width));
-  c.kt.assign(static_cast<std::size_t>(spec_.layers), Mat(width, capacity));
+  const auto layers = static_cast<std::size_t>(spec_.layers);
+  c.k = sized_mats<Mat>(layers, capacity, width);
+  c.v = sized_mats<Mat>(layers, capacity, width);
+  c.kt = sized_mats<Mat>(layers, width, capacity);
   return c;
 }
 
