@@ -228,4 +228,85 @@ TEST(AttentionOrder, TiledRowsSplitKvAndGroupsMatchNaive) {
   rlp::set_thread_count(0);
 }
 
+// Scores run as bf16 dot-product steps (vdpbf16ps, which flushes denormal inputs) only where
+// bf16_dot_exact holds for each lane chunk's q and the layer's keys. The last of 20 rows has a q of
+// zeros but for one denormal bf16 value, 2^-127, and key 0 has 2^126 in that component: the fma
+// chain keeps their product, 0.5, the flush would make every score of the row 0 (as q = 0 does).
+// The keys alone pass the check (the other rows' |q| < 2^-7 keep the products' bound), so the
+// row's own q must decline it.
+TEST(AttentionOrder, DotStepsDeclineADenormalQuery) {
+  rlp::ModelSpec sp;
+  sp.hidden = 64;
+  sp.intermediate = 8;
+  sp.layers = 1;
+  sp.heads = 1;
+  sp.kv_heads = 1;
+  sp.head_dim = 64;
+  sp.vocab = 8;
+  sp.max_positions = 32;
+  const rlp::PreparedWeights w;
+  rlp::PathStyle st = rlp::default_training_style();
+  st.attn_block = 16;
+  st.attention = rlp::AttentionKind::flash;
+  st.kv_cache = rlp::KvCacheDtype::bf16;
+  st.act = rlp::num::Half16::bf16;
+  const EmulatedOps ops(sp, w, st);
+  const int T = 20, last = T - 1;
+  Mat q = random_bf16(T, 64, 41u), k = random_bf16(T, 64, 42u);
+  const Mat v = random_bf16(T, 64, 43u);
+  for (int r = 0; r < T; ++r)
+    for (int d = 0; d < 64; ++d) q(r, d) = r == last ? 0.0f : q(r, d) * 0.0078125f;  // 2^-7: exact
+  for (int j = 0; j < T; ++j) k(j, 0) = j == 0 ? std::ldexp(1.0f, 126) : 1.0f;
+  Mat q_flushed = q;
+  q(last, 0) = rlp::num::bits_f32(0x00200000u);  // bf16 0x0020: 2^-127
+  auto cache = ops.new_cache(T);
+  Mat out;
+  ops.attention(0, q, k, v, 0, cache, out);
+  const Mat ref = naive_attention(sp, st, k, v, q, 0);
+  const Mat flushed = naive_attention(sp, st, k, v, q_flushed, 0);
+  bool differs = false;  // the case this test is about
+  for (int d = 0; d < 64; ++d) differs = differs || ref(last, d) != flushed(last, d);
+  EXPECT_TRUE(differs);
+  expect_same_bits(out, ref, "denormal query");
+}
+
+// P.V runs as bf16 dot-product steps only where P's and V's spans rule out a denormal partial sum
+// (bf16_dot_exact) and the accumulators are multiples of 2^-126. Here every row's weights are 1 for
+// key 0 (score 55.5, V zero) and about 2^-10 for the others (score 0), whose V values are
+// +-2^-118..2^-114: the outputs are sums of products near 2^-127, whose first partial sums are
+// denormal. The fma chain keeps them; the instruction would flush them (seen failing with the P
+// check forced to pass).
+TEST(AttentionOrder, DotStepsDeclineDenormalProductsInPv) {
+  rlp::ModelSpec sp;
+  sp.hidden = 64;
+  sp.intermediate = 8;
+  sp.layers = 1;
+  sp.heads = 1;
+  sp.kv_heads = 1;
+  sp.head_dim = 64;
+  sp.vocab = 8;
+  sp.max_positions = 32;
+  const rlp::PreparedWeights w;
+  rlp::PathStyle st = rlp::default_training_style();
+  st.attn_block = 32;
+  st.attn_p_round = true;
+  st.attention = rlp::AttentionKind::flash;
+  st.kv_cache = rlp::KvCacheDtype::bf16;
+  st.act = rlp::num::Half16::bf16;
+  const EmulatedOps ops(sp, w, st);
+  const int T = 20;
+  Mat q = Mat::Zero(T, 64), k = Mat::Zero(T, 64), v = random_bf16(T, 64, 44u);
+  for (int r = 0; r < T; ++r) {
+    q(r, 0) = 1.0f;
+    for (int d = 0; d < 64; ++d)  // +-[1, 8) * 2^-118: bf16 values, none denormal
+      v(r, d) = std::ldexp(std::copysign(rlp::num::round_bf16(1.0f + std::fabs(v(r, d))), v(r, d)), -118);
+  }
+  k(0, 0) = 55.5f;
+  v.row(0).setZero();
+  auto cache = ops.new_cache(T);
+  Mat out;
+  ops.attention(0, q, k, v, 0, cache, out);
+  expect_same_bits(out, naive_attention(sp, st, k, v, q, 0), "denormal P.V products");
+}
+
 }  // namespace

@@ -4,7 +4,10 @@
 // float64 types.
 #pragma once
 #include <Eigen/Core>
+#include <cstdint>
 #include <vector>
+
+#include "rlparity/numerics/gemm.hpp"
 
 namespace rlp {
 
@@ -28,6 +31,17 @@ struct KvCache {
   // per layer [kv_heads*head_dim x capacity]: the same keys transposed, so that the scores of a
   // block of keys are one vectorized loop per head dimension (same values, same order).
   std::vector<HostMat> kt;
+  // Per layer [kv_heads*head_dim/2 x capacity]: the keys as bf16 pairs, dimension 2p in the high
+  // half and 2p + 1 in the low one, for the dot-product score kernel (the pair words of
+  // gemm_f32acc's bf16 steps); with k_span, the span of every key written (a layer's scores use
+  // the kernel only when bf16_dot_exact holds for it). Empty where that kernel cannot apply
+  // (EmulatedOps::new_cache).
+  std::vector<std::vector<uint32_t>> kt_pairs;
+  std::vector<num::Bf16Span> k_span;
+  // The same for P.V: per layer [ceil(capacity/2) x kv_heads*head_dim], pair row t holding the values
+  // of positions 2t (high half) and 2t + 1 (low), and the span of every value written.
+  std::vector<std::vector<uint32_t>> v_pairs;
+  std::vector<num::Bf16Span> v_span;
   int length = 0;  // positions filled
 };
 

@@ -67,6 +67,10 @@ struct Bf16Span {
 Bf16Span bf16_span(const uint16_t* bits, std::size_t n);
 // The same of floats that must all hold bf16 values (low 16 bits zero; else not `normal`).
 Bf16Span bf16_span(const float* v, std::size_t n);
+// The span of both operands' values together.
+inline Bf16Span span_union(const Bf16Span& a, const Bf16Span& b) {
+  return {a.normal && b.normal, a.emin < b.emin ? a.emin : b.emin, a.emax > b.emax ? a.emax : b.emax};
+}
 
 void gemm_f32acc(const float* X, const float* W, float* Y, int M, int N, int K, const GemmConfig& cfg);
 

@@ -84,6 +84,92 @@ void key_dots_lanes(const float* const* q, const HostMat& Kt, int col0, int hd, 
     for (int l = 0; l < L; ++l) key_dots(q[l], Kt, col0, hd, b0 + j, b1, s[l] + j);
 }
 
+#if defined(__AVX512BF16__)
+// lane_fma_chains as vdpbf16ps steps, the bf16 GEMM's dot-product kernel (gemm.hpp, gemm_f32acc):
+// out[l][off + i] for NV vectors, each chain over np pairs t, a[l][t] holding a[l]'s steps (2t,
+// 2t + 1) and row t of b those of b, step 2t in the high half, which the instruction adds first.
+// Two steps of lane_fma_chains<L, NV, FromZero> per instruction, the same bits wherever every
+// product and partial sum is 0 or normal and nothing overflows. Scores: a = q's dimension pairs, b =
+// KvCache::kt_pairs (from +0); P.V: a = P's key pairs, b = KvCache::v_pairs (from acc).
+template <int L, int NV, bool FromZero>
+void lane_dot_chains(const uint32_t* const* a, const uint32_t* b, std::ptrdiff_t ldb, int np,
+                     float* const* out, int off) {
+  __m512 acc[L][NV];
+  for (int l = 0; l < L; ++l)
+    for (int v = 0; v < NV; ++v)
+      acc[l][v] = FromZero ? _mm512_setzero_ps() : _mm512_loadu_ps(out[l] + off + v * 16);
+  for (int t = 0; t < np; ++t) {
+    const uint32_t* br = b + static_cast<std::ptrdiff_t>(t) * ldb;
+    __m512bh bv[NV];
+    for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_loadu_si512(br + v * 16);
+    for (int l = 0; l < L; ++l) {
+      const __m512bh at = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[l][t]));
+      for (int v = 0; v < NV; ++v) acc[l][v] = _mm512_dpbf16_ps(acc[l][v], at, bv[v]);
+    }
+  }
+  for (int l = 0; l < L; ++l)
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(out[l] + off + v * 16, acc[l][v]);
+}
+
+// key_dots_lanes with the pair kernel: q's pair words qp, the keys' from kt_pairs (ktp0: the first
+// pair row of this KV head, rows ld apart); the last keys short of a vector go to key_dots.
+template <int L>
+void key_dots_pairs_lanes(const uint32_t* const* qp, const float* const* q, const uint32_t* ktp0,
+                          std::ptrdiff_t ld, const HostMat& Kt, int col0, int hd, int b0, int b1,
+                          float* const* s) {
+  const int nk = b1 - b0 + 1;
+  int j = 0;
+  for (; j + 64 <= nk; j += 64) lane_dot_chains<L, 4, true>(qp, ktp0 + b0 + j, ld, hd / 2, s, j);
+  for (; j + 16 <= nk; j += 16) lane_dot_chains<L, 1, true>(qp, ktp0 + b0 + j, ld, hd / 2, s, j);
+  if (j < nk)
+    for (int l = 0; l < L; ++l) key_dots(q[l], Kt, col0, hd, b0 + j, b1, s[l] + j);
+}
+
+// accumulate_pv with the pair kernel for keys b0..b1 (b0 even, b1 odd: whole pair rows of v_pairs,
+// vp0 pointing at pair row b0 / 2, column col0; rows ldv apart), pp[l] P's pair words of lane l;
+// dimensions short of a vector go to the fma loop.
+template <int L>
+void accumulate_pv_pairs(const uint32_t* const* pp, const float* const* p, const uint32_t* vp0,
+                         std::ptrdiff_t ldv, const HostMat& V, int col0, int hd, int b0, int b1,
+                         float* const* acc) {
+  const int np = (b1 - b0 + 1) / 2;
+  int d0 = 0;
+  for (; d0 + 64 <= hd; d0 += 64) lane_dot_chains<L, 4, false>(pp, vp0 + d0, ldv, np, acc, d0);
+  for (; d0 + 16 <= hd; d0 += 16) lane_dot_chains<L, 1, false>(pp, vp0 + d0, ldv, np, acc, d0);
+  if (d0 < hd)
+    for (int l = 0; l < L; ++l)
+      for (int j = b0; j <= b1; ++j) {
+        const float pj = p[l][j - b0];
+        const float* vr = V.row(j).data() + col0;
+        for (int d = d0; d < hd; ++d) acc[l][d] = std::fma(pj, vr[d], acc[l][d]);
+      }
+}
+#else
+template <int L>
+void accumulate_pv_pairs(const uint32_t* const*, const float* const*, const uint32_t*, std::ptrdiff_t,
+                         const HostMat&, int, int, int, int, float* const*) {
+  RLP_CHECK(false, "the bf16 dot-product P.V kernel is not in this build (no AVX-512 BF16)");
+}
+template <int L>
+void key_dots_pairs_lanes(const uint32_t* const*, const float* const*, const uint32_t*, std::ptrdiff_t,
+                          const HostMat&, int, int, int, int, float* const*) {
+  RLP_CHECK(false, "the bf16 dot-product score kernel is not in this build (no AVX-512 BF16)");
+}
+#endif
+
+// Whether every value is 0 or a finite multiple of 2^-126 (|a| >= 2^-103 is one: its ulp is at
+// least 2^-126): P.V's accumulators before its dot-product steps. With products that are multiples
+// of 2^-126 too (bf16_dot_exact), every partial sum then is, so it is 0 or normal, and the
+// instruction's flush of denormal inputs and results never applies.
+inline bool sums_stay_normal(const float* a, int n) {
+  uint32_t bad = 0;
+  for (int i = 0; i < n; ++i) {
+    const uint32_t u = num::f32_bits(a[i]) & 0x7FFFFFFFu, f = u >> 23;
+    bad |= (u != 0 && (f < 24 || f == 255)) ? 1u : 0u;
+  }
+  return bad == 0;
+}
+
 // acc[d] = fma(p[j], V[j][col0 + d], acc[d]) for keys j = b0..b1 in order, for every d and each of
 // L lanes; up to four vectors of dimensions per lane in registers (lane_fma_chains), the rest scalar.
 template <int L>
@@ -120,6 +206,20 @@ struct KeyDotsOfLanes {
   static void run(const float* const* q, const HostMat& Kt, int col0, int hd, int b0, int b1,
                   float* const* s) {
     key_dots_lanes<L>(q, Kt, col0, hd, b0, b1, s);
+  }
+};
+template <int L>
+struct KeyDotPairsOfLanes {
+  static void run(const uint32_t* const* qp, const float* const* q, const uint32_t* ktp0, std::ptrdiff_t ld,
+                  const HostMat& Kt, int col0, int hd, int b0, int b1, float* const* s) {
+    key_dots_pairs_lanes<L>(qp, q, ktp0, ld, Kt, col0, hd, b0, b1, s);
+  }
+};
+template <int L>
+struct AccumulatePvPairsOfLanes {
+  static void run(const uint32_t* const* pp, const float* const* p, const uint32_t* vp0, std::ptrdiff_t ldv,
+                  const HostMat& V, int col0, int hd, int b0, int b1, float* const* acc) {
+    accumulate_pv_pairs<L>(pp, p, vp0, ldv, V, col0, hd, b0, b1, acc);
   }
 };
 template <int L>
@@ -218,6 +318,46 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
                  for (int r = 0; r < n; ++r)
                    for (int c = c0; c < c1; ++c) Kt_w(c, pos0 + r) = K(pos0 + r, c);
                });
+  if (!cache.kt_pairs.empty()) {
+    // The pair words of the dot-product score kernel, and the span of the keys written so far.
+    std::vector<uint32_t>& pairs = cache.kt_pairs[li];
+    const auto cap = static_cast<std::size_t>(K.rows());
+    parallel_for(static_cast<std::size_t>(width / 2),
+                 static_cast<std::size_t>(n) >= kCacheWriteRows ? 1 : 1 << 20,
+                 [&](std::size_t p0, std::size_t p1) {
+                   for (std::size_t p = p0; p < p1; ++p) {
+                     uint32_t* row = pairs.data() + p * cap + static_cast<std::size_t>(pos0);
+                     const int c = static_cast<int>(2 * p);
+                     for (int r = 0; r < n; ++r)
+                       row[r] = (num::f32_bits(K(pos0 + r, c)) & 0xFFFF0000u) |
+                                (num::f32_bits(K(pos0 + r, c + 1)) >> 16);
+                   }
+                 });
+    cache.k_span[li] = num::span_union(
+        cache.k_span[li],
+        num::bf16_span(K.row(pos0).data(), static_cast<std::size_t>(n) * static_cast<std::size_t>(width)));
+    // V's pair rows t = pos0 / 2 .. (pos0 + n - 1) / 2: the halves of this call's positions (a pair
+    // whose other position comes later or came earlier keeps that half).
+    std::vector<uint32_t>& vp = cache.v_pairs[li];
+    const int t0 = pos0 / 2, t1 = (pos0 + n - 1) / 2;
+    parallel_for(
+        static_cast<std::size_t>(t1 - t0 + 1), kCacheWriteRows / 2, [&](std::size_t a, std::size_t b) {
+          for (int t = t0 + static_cast<int>(a); t < t0 + static_cast<int>(b); ++t) {
+            uint32_t* row = vp.data() + static_cast<std::size_t>(t) * static_cast<std::size_t>(width);
+            for (const int j : {2 * t, 2 * t + 1}) {
+              if (j < pos0 || j >= pos0 + n) continue;
+              const uint32_t keep = j % 2 == 0 ? 0x0000FFFFu : 0xFFFF0000u;
+              for (int c = 0; c < width; ++c) {
+                const uint32_t hi = num::f32_bits(V(j, c)) & 0xFFFF0000u;
+                row[c] = (row[c] & keep) | (j % 2 == 0 ? hi : hi >> 16);
+              }
+            }
+          }
+        });
+    cache.v_span[li] = num::span_union(
+        cache.v_span[li],
+        num::bf16_span(V.row(pos0).data(), static_cast<std::size_t>(n) * static_cast<std::size_t>(width)));
+  }
   const float c_log2 = num::attention_exp2_scale(hd, fp8_kv ? qs * ks : 1.0f);
   const int block = std::max(1, style_.attn_block);
   const int partition = style_.attention == AttentionKind::split_kv ? std::max(1, style_.split_kv_partition)
@@ -245,9 +385,27 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
   const int kvh = spec_.kv_heads;
   const std::size_t ntasks = static_cast<std::size_t>(tiles) * static_cast<std::size_t>(kvh);
   const std::size_t grain = static_cast<std::size_t>(std::max(1, 4 / (tile_rows * group)));
+  // The pair kernel for the scores where the cache keeps pair words and this layer's keys could
+  // pass bf16_dot_exact (each lane chunk's q decides).
+  const bool key_pairs = !cache.kt_pairs.empty() && cache.k_span[li].normal;
+  const std::ptrdiff_t key_ld = K.rows();
+  // And for P.V where the cache keeps V's pair words and P holds bf16 values (rounded to bf16, e4m3
+  // or e5m2), each block of a lane chunk checked before it runs.
+  const bool value_pairs =
+      !cache.v_pairs.empty() && cache.v_span[li].normal &&
+      (p_format == num::Format::bf16 || p_format == num::Format::e4m3 || p_format == num::Format::e5m2);
+  auto ktp_of = [&](int g) {
+    return key_pairs ? cache.kt_pairs[li].data() + static_cast<std::ptrdiff_t>(g * hd / 2) * key_ld : nullptr;
+  };
   parallel_for(ntasks, grain, [&](std::size_t t0, std::size_t t1) {
     const int max_lanes = tile_rows * group;
     std::vector<float> qv(static_cast<std::size_t>(max_lanes) * static_cast<std::size_t>(hd));
+    // With the pair kernel: q's pair words and each lane's span.
+    std::vector<uint32_t> qpv(key_pairs ? qv.size() / 2 : 0);
+    std::vector<num::Bf16Span> qspan(key_pairs ? static_cast<std::size_t>(max_lanes) : 0);
+    // With the P.V pair kernel: a lane chunk's P pair words.
+    std::vector<uint32_t> ppw(
+        value_pairs ? static_cast<std::size_t>(kLaneChunk) * static_cast<std::size_t>(chunk / 2 + 1) : 0);
     std::vector<float> s(static_cast<std::size_t>(max_lanes) * static_cast<std::size_t>(chunk));
     std::vector<float> pr(static_cast<std::size_t>(max_lanes) * static_cast<std::size_t>(chunk));
     std::vector<float> m_st, l_st, acc_st, lse;  // per (lane, partition)
@@ -255,6 +413,7 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
       const int ti = static_cast<int>(task / static_cast<std::size_t>(kvh));
       const int tile = ti % 2 == 0 ? ti / 2 : tiles - 1 - ti / 2;
       const int g = static_cast<int>(task % static_cast<std::size_t>(kvh));
+      const uint32_t* ktp0 = ktp_of(g);
       const int r0 = tile * tile_rows, r1 = std::min(n, r0 + tile_rows) - 1;
       const int lanes = (r1 - r0 + 1) * group;
       const int last_max = pos0 + r1;
@@ -266,6 +425,12 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
         float* qd = qv.data() + static_cast<std::size_t>(lane) * static_cast<std::size_t>(hd);
         for (int d = 0; d < hd; ++d)
           qd[d] = fp8_kv ? num::round_e4m3_sat(q(r, h * hd + d) / qs) : q(r, h * hd + d);
+        if (key_pairs) {
+          uint32_t* qp = qpv.data() + static_cast<std::size_t>(lane) * static_cast<std::size_t>(hd / 2);
+          for (int t = 0; t < hd / 2; ++t)
+            qp[t] = (num::f32_bits(qd[2 * t]) & 0xFFFF0000u) | (num::f32_bits(qd[2 * t + 1]) >> 16);
+          qspan[static_cast<std::size_t>(lane)] = num::bf16_span(qd, static_cast<std::size_t>(hd));
+        }
       }
       const std::size_t nst = static_cast<std::size_t>(lanes) * static_cast<std::size_t>(nparts);
       m_st.assign(nst, -std::numeric_limits<float>::infinity());
@@ -287,6 +452,18 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
           for (int i = 0; i < nl; ++i) {
             qp[i] = qv.data() + static_cast<std::size_t>(c + i) * static_cast<std::size_t>(hd);
             sp[i] = s.data() + static_cast<std::size_t>(c + i) * static_cast<std::size_t>(chunk);
+          }
+          if (key_pairs) {
+            num::Bf16Span span = qspan[static_cast<std::size_t>(c)];
+            const uint32_t* qpp[kLaneChunk];
+            for (int i = 0; i < nl; ++i) {
+              span = num::span_union(span, qspan[static_cast<std::size_t>(c + i)]);
+              qpp[i] = qpv.data() + static_cast<std::size_t>(c + i) * static_cast<std::size_t>(hd / 2);
+            }
+            if (num::bf16_dot_exact(span, cache.k_span[li], hd)) {
+              call_with_lane_count<KeyDotPairsOfLanes>(nl, qpp, qp, ktp0, key_ld, Kt, g * hd, hd, c0, e, sp);
+              continue;
+            }
           }
           call_with_lane_count<KeyDotsOfLanes>(nl, qp, Kt, g * hd, hd, c0, e, sp);
         }
@@ -335,7 +512,40 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
             pp[i] = pr.data() + static_cast<std::size_t>(c + i) * static_cast<std::size_t>(chunk);
             ap[i] = acc_ptr(c + i, pi);
           }
-          call_with_lane_count<AccumulatePvOfLanes>(nl, pp, V, g * hd, hd, b0, b1, ap);
+          int k0 = b0;  // the first key not yet accumulated
+          if (value_pairs && b1 - b0 >= 2) {
+            // A leading key of odd position by itself, then whole pair rows if this block allows.
+            if (b0 % 2 == 1) {
+              call_with_lane_count<AccumulatePvOfLanes>(nl, pp, V, g * hd, hd, b0, b0, ap);
+              ++k0;
+            }
+            const int k1 = k0 + (b1 - k0 + 1) / 2 * 2 - 1;  // the last key of a whole pair
+            num::Bf16Span p_span{true, 1000, 0};            // emax 0: the bound counts every p <= 1
+            bool acc_ok = true;
+            const float* pk[kLaneChunk];
+            const uint32_t* pw[kLaneChunk];
+            for (int i = 0; i < nl; ++i) {
+              pk[i] = pp[i] + (k0 - b0);
+              p_span = num::span_union(p_span, num::bf16_span(pk[i], static_cast<std::size_t>(k1 - k0 + 1)));
+              acc_ok = acc_ok && sums_stay_normal(ap[i], hd);
+              uint32_t* w =
+                  ppw.data() + static_cast<std::size_t>(i) * static_cast<std::size_t>(chunk / 2 + 1);
+              for (int t = 0; 2 * t < k1 - k0; ++t)
+                w[t] = (num::f32_bits(pk[i][2 * t]) & 0xFFFF0000u) | (num::f32_bits(pk[i][2 * t + 1]) >> 16);
+              pw[i] = w;
+            }
+            if (acc_ok && num::bf16_dot_exact(p_span, cache.v_span[li], k1 + 1)) {
+              const uint32_t* vp0 =
+                  cache.v_pairs[li].data() + static_cast<std::ptrdiff_t>(k0 / 2) * width + g * hd;
+              call_with_lane_count<AccumulatePvPairsOfLanes>(nl, pw, pk, vp0, width, V, g * hd, hd, k0, k1,
+                                                             ap);
+              k0 = k1 + 1;
+              for (int i = 0; i < nl; ++i) pp[i] += k0 - b0;
+            } else {
+              for (int i = 0; i < nl; ++i) pp[i] += k0 - b0;
+            }
+          }
+          if (k0 <= b1) call_with_lane_count<AccumulatePvOfLanes>(nl, pp, V, g * hd, hd, k0, b1, ap);
         }
       };
       // Partitions, then chunks of whole blocks, then blocks. Active rows: pos0 + r >= the first key.

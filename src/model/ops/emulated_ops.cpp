@@ -42,6 +42,18 @@ EmulatedOps::Cache EmulatedOps::new_cache(int capacity) const {
   c.k = sized_mats<Mat>(layers, capacity, width);
   c.v = sized_mats<Mat>(layers, capacity, width);
   c.kt = sized_mats<Mat>(layers, width, capacity);
+  // Keys that can be bf16 values: bf16 activations, or e4m3 codes in an fp8 cache.
+  const bool bf16_keys = style_.act == num::Half16::bf16 || style_.kv_cache == KvCacheDtype::fp8;
+  if (bf16_keys && spec_.head_dim % 2 == 0 && num::bf16_dot_kernel_available()) {
+    c.kt_pairs.resize(layers);
+    for (auto& p : c.kt_pairs)
+      p.resize(static_cast<std::size_t>(width / 2) * static_cast<std::size_t>(capacity));
+    c.k_span.assign(layers, num::Bf16Span{});
+    c.v_pairs.resize(layers);
+    for (auto& p : c.v_pairs)
+      p.resize(static_cast<std::size_t>((capacity + 1) / 2) * static_cast<std::size_t>(width));
+    c.v_span.assign(layers, num::Bf16Span{});
+  }
   return c;
 }
 
