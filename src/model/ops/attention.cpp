@@ -170,6 +170,24 @@ inline bool sums_stay_normal(const float* a, int n) {
   return bad == 0;
 }
 
+// The span of a block's rounded P values (bf16, e4m3 or e5m2 values, so bf16 values by
+// construction; non-negative unless NaN): the smallest nonzero bit pattern is the smallest value.
+// emax is left at 0, above every p: the overflow bound counts earlier blocks' p <= 1 too.
+inline num::Bf16Span p_span_of(const float* p, int n) {
+  uint32_t lo = 0xFFFFFFFFu, hi = 0;  // lo: the smallest pattern minus 1, +0 wrapping to the top
+  for (int j = 0; j < n; ++j) {       // (branch-free: the loop vectorizes)
+    const uint32_t u = num::f32_bits(p[j]);
+    lo = std::min(lo, u - 1u);
+    hi = std::max(hi, u);
+  }
+  num::Bf16Span sp;
+  sp.emax = 0;
+  if (lo == 0xFFFFFFFFu) return sp;  // all +0
+  sp.normal = hi < 0x7F800000u && ((lo + 1u) >> 23) != 0;
+  sp.emin = static_cast<int>((lo + 1u) >> 23) - 127;
+  return sp;
+}
+
 // acc[d] = fma(p[j], V[j][col0 + d], acc[d]) for keys j = b0..b1 in order, for every d and each of
 // L lanes; up to four vectors of dimensions per lane in registers (lane_fma_chains), the rest scalar.
 template <int L>
@@ -404,6 +422,7 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
     std::vector<uint32_t> qpv(key_pairs ? qv.size() / 2 : 0);
     std::vector<num::Bf16Span> qspan(key_pairs ? static_cast<std::size_t>(max_lanes) : 0);
     // With the P.V pair kernel: a lane chunk's P pair words.
+    std::vector<num::Bf16Span> pspan(value_pairs ? static_cast<std::size_t>(max_lanes) : 0);
     std::vector<uint32_t> ppw(
         value_pairs ? static_cast<std::size_t>(kLaneChunk) * static_cast<std::size_t>(chunk / 2 + 1) : 0);
     std::vector<float> s(static_cast<std::size_t>(max_lanes) * static_cast<std::size_t>(chunk));
@@ -472,21 +491,53 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
       // from s at b0 - c0).
       auto softmax_pv = [&](int la, int lb, int pi, int c0, int b0, int b1) {
         const int nk = b1 - b0 + 1;
+        auto p_of = [&](int lane) {
+          return pr.data() + static_cast<std::size_t>(lane) * static_cast<std::size_t>(chunk);
+        };
         for (int lane = la; lane < lb; ++lane) {
           const float* sl =
               s.data() + static_cast<std::size_t>(lane) * static_cast<std::size_t>(chunk) + (b0 - c0);
-          float* pl = pr.data() + static_cast<std::size_t>(lane) * static_cast<std::size_t>(chunk);
+          float* pl = p_of(lane);
           const std::size_t si = st_index(lane, pi);
           float* acc = acc_ptr(lane, pi);
           const float m_old = m_st[si];
           const float m_new = max_scores(sl, nk, m_old);
           const float m_scaled = m_new * c_log2;
           const float alpha = num::exp2f_model(m_old * c_log2 - m_scaled);  // 0 on the first block
-          float l = l_st[si] * alpha;
+          l_st[si] *= alpha;
+          m_st[si] = m_new;
           for (int d = 0; d < hd; ++d) acc[d] *= alpha;
           for (int j = 0; j < nk; ++j) pl[j] = std::fma(sl[j], c_log2, -m_scaled);
           num::exp2_model_inplace(pl, nk);
+        }
+        // l += p in key order, each lane's own chain; four lanes' chains side by side (a lone fp32
+        // add chain waits on each add's latency).
+        int lane = la;
+        for (; lane + 4 <= lb; lane += 4) {
+          float& l0 = l_st[st_index(lane, pi)];
+          float& l1 = l_st[st_index(lane + 1, pi)];
+          float& l2 = l_st[st_index(lane + 2, pi)];
+          float& l3 = l_st[st_index(lane + 3, pi)];
+          const float *p0 = p_of(lane), *p1 = p_of(lane + 1), *p2 = p_of(lane + 2), *p3 = p_of(lane + 3);
+          float a0 = l0, a1 = l1, a2 = l2, a3 = l3;
+          for (int j = 0; j < nk; ++j) {
+            a0 += p0[j];
+            a1 += p1[j];
+            a2 += p2[j];
+            a3 += p3[j];
+          }
+          l0 = a0;
+          l1 = a1;
+          l2 = a2;
+          l3 = a3;
+        }
+        for (; lane < lb; ++lane) {
+          float& l = l_st[st_index(lane, pi)];
+          const float* pl = p_of(lane);
           for (int j = 0; j < nk; ++j) l += pl[j];
+        }
+        for (lane = la; lane < lb; ++lane) {
+          float* pl = p_of(lane);
           // One switch per block, not per element: the loops stay vectorizable.
           switch (p_format) {
             case num::Format::fp32: break;
@@ -501,8 +552,7 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
               for (int j = 0; j < nk; ++j) pl[j] = num::round_to(pl[j], p_format);
               break;
           }
-          l_st[si] = l;
-          m_st[si] = m_new;
+          if (value_pairs) pspan[static_cast<std::size_t>(lane)] = p_span_of(pl, nk);
         }
         const float* pp[kLaneChunk];
         float* ap[kLaneChunk];
@@ -526,7 +576,7 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
             const uint32_t* pw[kLaneChunk];
             for (int i = 0; i < nl; ++i) {
               pk[i] = pp[i] + (k0 - b0);
-              p_span = num::span_union(p_span, num::bf16_span(pk[i], static_cast<std::size_t>(k1 - k0 + 1)));
+              p_span = num::span_union(p_span, pspan[static_cast<std::size_t>(c + i)]);  // of b0..b1
               acc_ok = acc_ok && sums_stay_normal(ap[i], hd);
               uint32_t* w =
                   ppw.data() + static_cast<std::size_t>(i) * static_cast<std::size_t>(chunk / 2 + 1);
