@@ -82,6 +82,10 @@ ParamCounts count_params(const ModelSpec& s) {
   return c;
 }
 
+// Elements of a KV cache per layer, position and kv_heads*head_dim column (KvCache): K, V, K^T, and
+// the pair words of K^T and V (half as many words as values each).
+constexpr uint64_t kKvCacheCopies = 4;
+
 // Bytes one forward path holds for a sequence of n tokens of which r are scored: activations of one
 // layer (h, xn, q, k, v, attn, o, gate, up, act, down, observed), the KV cache of every layer, the
 // logits of every position and the kept log-prob rows (deferred_head: the final hidden rows, and the
@@ -103,8 +107,8 @@ uint64_t path_bytes(const ModelSpec& s, uint64_t n, uint64_t r, uint64_t b, bool
     ff = std::max(ff, moe);
   }
   const uint64_t act_cols = sat_add(sat_add(sat_mul(5, H), sat_mul(2, q)), sat_add(sat_mul(2, kv), ff));
-  uint64_t e = sat_mul(n, act_cols);                       // activations of one layer
-  e = sat_add(e, sat_mul(sat_mul(2, L), sat_mul(n, kv)));  // KV cache
+  uint64_t e = sat_mul(n, act_cols);                                    // activations of one layer
+  e = sat_add(e, sat_mul(sat_mul(kKvCacheCopies, L), sat_mul(n, kv)));  // KV cache
   if (deferred_head) {
     const uint64_t metric_rows = std::min(r, u(kHeadRows));
     e = sat_add(e, sat_mul(n, H));                        // final hidden rows
@@ -249,7 +253,8 @@ MemoryEstimate estimate_replay_memory(const ReplayPlan& plan, const std::vector<
   uint64_t kept = sat_mul(block_seqs, per_seq);
   if (!all_given) kept = std::max(kept, std::min(sat_mul(seqs, per_seq), std::max(kBlockKeptBytes, per_seq)));
   const uint64_t kv_width = sat_mul(u(spec.kv_heads), u(spec.head_dim));
-  kept = sat_add(kept, sat_mul(sat_mul(group_hi, 4), sat_mul(sat_mul(2, L), sat_mul(longest, kv_width))));
+  kept = sat_add(
+      kept, sat_mul(sat_mul(group_hi, 4), sat_mul(sat_mul(kKvCacheCopies, L), sat_mul(longest, kv_width))));
   est.parts.emplace_back(
       fmt::format("kept outputs of a block of up to {} sequence(s) (the final hidden rows their deferred LM "
                   "heads read, or a backend's log-prob rows, and the hidden states of the paths waiting for "

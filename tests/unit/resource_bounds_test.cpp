@@ -174,12 +174,13 @@ TEST(MemoryEstimate, CountsWorkersAndTheKeptOutputsOfABlock) {
   EXPECT_DOUBLE_EQ(part(t8, "worker(s)"), 8 * part(t1, "worker(s)"));
   EXPECT_GT(part(t1, "worker(s)"), part(fp8, "worker(s)"));  // 4000 vs 32 tokens
   // Per worker, two CPU paths at 4 B/element (no oracle here), n = 4000 tokens, r = 2000 scored:
-  // activations n x (5H + 2q + 2kv + 3I), the KV cache 2 L n kv, the final hidden rows n H, the
+  // activations n x (5H + 2q + 2kv + 3I), the KV cache 4 L n kv (K, V, K^T, the pair words of K^T
+  // and V), the final hidden rows n H, the
   // metrics' 2 x 64 log-prob rows and the head's 64, GEMM temporaries n max(H, I, q), and the
   // per-layer hidden states L r H (docs/robustness.md).
   {
     const double n = 4000, r = 2000, H = 4096, I = 14336, L = 32, q = 4096, kv = 1024, V = 128256;
-    const double e = n * (5 * H + 2 * q + 2 * kv + 3 * I) + 2 * L * n * kv + n * H + 2 * 64 * V + n * I +
+    const double e = n * (5 * H + 2 * q + 2 * kv + 3 * I) + 4 * L * n * kv + n * H + 2 * 64 * V + n * I +
                      64 * V + L * r * H;
     EXPECT_DOUBLE_EQ(part(t1, "worker(s)"), 2 * 4 * e);
   }
@@ -198,7 +199,7 @@ TEST(MemoryEstimate, CountsWorkersAndTheKeptOutputsOfABlock) {
   // running path's final hidden rows (their LM heads deferred to the metrics on the CPU paths) and
   // per-layer hidden states (4 B each; the schedule bf16.gen, bf16.train, fp8-gen.train, fp8-gen.gen
   // never has two recipes waiting) and, with the oracle, its hidden states and one log-prob per token
-  // (8 B); beside them one group's KV caches (2 x layers x tokens x 1024 floats).
+  // (8 B); beside them one group's KV caches (4 x layers x tokens x 1024 floats).
   ASSERT_EQ(rlp::schedule_waiting_paths(rlp::make_replay_plan(s, o).schedule), 1u);
   auto kept = [&](int n, int R, bool with_oracle) {
     double b = n * 2.0 * R * 4 * (4096 + 32 * 4096.0);
@@ -206,10 +207,10 @@ TEST(MemoryEstimate, CountsWorkersAndTheKeptOutputsOfABlock) {
     return b;
   };
   const auto g1 = estimate(s, seqs(1, 2000, 2000), o, 1);
-  EXPECT_DOUBLE_EQ(part(g1, "block of up to 1 sequence"), kept(1, 2000, false) + 4.0 * 2 * 32 * 4000 * 1024);
+  EXPECT_DOUBLE_EQ(part(g1, "block of up to 1 sequence"), kept(1, 2000, false) + 4.0 * 4 * 32 * 4000 * 1024);
   const auto short20 = estimate(s, seqs(20, 16, 16), o, 1);
   EXPECT_DOUBLE_EQ(part(short20, "block of up to 20 sequence"),
-                   kept(20, 16, false) + 16 * 4.0 * 2 * 32 * 32 * 1024);
+                   kept(20, 16, false) + 16 * 4.0 * 4 * 32 * 32 * 1024);
   // Blocks are capped at kBlockKeptBytes (at least one group): 500-token responses, 4 per group.
   EXPECT_EQ(rlp::replay_block_groups(s, 1, 4, 500, false, true), 1u);  // 2.2 GB for one group
   EXPECT_EQ(rlp::replay_block_groups(s, 1, 16, 16, false, true),
@@ -248,7 +249,7 @@ TEST(MemoryEstimate, TeacherForcedOneFormPlansKeepOneGroupPerWorkerSet) {
   // two paths' final hidden rows (their heads deferred) and hidden states, the oracle's hidden
   // states and log-probs
   const double per_seq = 2.0 * 16 * 4 * (4096 + 32 * 4096.0) + 8.0 * 16 * (32 * 4096.0 + 1);
-  EXPECT_DOUBLE_EQ(part(e, "block of up to 2 sequence"), 2 * per_seq + 2 * 4.0 * 2 * 32 * 32 * 1024);
+  EXPECT_DOUBLE_EQ(part(e, "block of up to 2 sequence"), 2 * per_seq + 2 * 4.0 * 4 * 32 * 32 * 1024);
   // A decoding generation path keeps groups of kReplayGroup (its steps run the group's rows as
   // vectors); several forms keep blocks of several groups.
   o.recipe.gen_knobs.clear();
