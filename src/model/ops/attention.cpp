@@ -84,6 +84,25 @@ void key_dots_lanes(const float* const* q, const HostMat& Kt, int col0, int hd, 
     for (int l = 0; l < L; ++l) key_dots(q[l], Kt, col0, hd, b0 + j, b1, s[l] + j);
 }
 
+// The pair word of two floats holding bf16 values: `first`, the step the instruction takes first,
+// in the high half (as gemm_blocking.hpp's bf16_pair).
+inline uint32_t pair_word(float first, float second) {
+  return (num::f32_bits(first) & 0xFFFF0000u) | (num::f32_bits(second) >> 16);
+}
+
+// acc[l][d] = fma(p[l][j - b0], V[j][col0 + d], acc[l][d]) for keys j = b0..b1 in order, for the
+// dimensions d0 <= d < hd only (those short of a vector).
+template <int L>
+void accumulate_pv_dims(const float* const* p, const HostMat& V, int col0, int d0, int hd, int b0, int b1,
+                        float* const* acc) {
+  for (int l = 0; l < L; ++l)
+    for (int j = b0; j <= b1; ++j) {
+      const float pj = p[l][j - b0];
+      const float* vr = V.row(j).data() + col0;
+      for (int d = d0; d < hd; ++d) acc[l][d] = std::fma(pj, vr[d], acc[l][d]);
+    }
+}
+
 #if defined(__AVX512BF16__)
 // lane_fma_chains as vdpbf16ps steps, the bf16 GEMM's dot-product kernel (gemm.hpp, gemm_f32acc):
 // out[l][off + i] for NV vectors, each chain over np pairs t, a[l][t] holding a[l]'s steps (2t,
@@ -136,13 +155,7 @@ void accumulate_pv_pairs(const uint32_t* const* pp, const float* const* p, const
   int d0 = 0;
   for (; d0 + 64 <= hd; d0 += 64) lane_dot_chains<L, 4, false>(pp, vp0 + d0, ldv, np, acc, d0);
   for (; d0 + 16 <= hd; d0 += 16) lane_dot_chains<L, 1, false>(pp, vp0 + d0, ldv, np, acc, d0);
-  if (d0 < hd)
-    for (int l = 0; l < L; ++l)
-      for (int j = b0; j <= b1; ++j) {
-        const float pj = p[l][j - b0];
-        const float* vr = V.row(j).data() + col0;
-        for (int d = d0; d < hd; ++d) acc[l][d] = std::fma(pj, vr[d], acc[l][d]);
-      }
+  if (d0 < hd) accumulate_pv_dims<L>(p, V, col0, d0, hd, b0, b1, acc);
 }
 #else
 template <int L>
@@ -200,13 +213,7 @@ void accumulate_pv(const float* const* p, const HostMat& V, int col0, int hd, in
   for (; d0 + 4 * kVecFloats <= hd; d0 += 4 * kVecFloats)
     lane_fma_chains<L, 4, false>(p, v0 + d0, ldv, nk, acc, d0);
   for (; d0 + kVecFloats <= hd; d0 += kVecFloats) lane_fma_chains<L, 1, false>(p, v0 + d0, ldv, nk, acc, d0);
-  if (d0 < hd)
-    for (int l = 0; l < L; ++l)
-      for (int j = b0; j <= b1; ++j) {
-        const float pj = p[l][j - b0];
-        const float* vr = V.row(j).data() + col0;
-        for (int d = d0; d < hd; ++d) acc[l][d] = std::fma(pj, vr[d], acc[l][d]);
-      }
+  if (d0 < hd) accumulate_pv_dims<L>(p, V, col0, d0, hd, b0, b1, acc);
 }
 
 // Dispatch a chunk of 1..kLaneChunk lanes to the templates.
@@ -346,30 +353,22 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
                    for (std::size_t p = p0; p < p1; ++p) {
                      uint32_t* row = pairs.data() + p * cap + static_cast<std::size_t>(pos0);
                      const int c = static_cast<int>(2 * p);
-                     for (int r = 0; r < n; ++r)
-                       row[r] = (num::f32_bits(K(pos0 + r, c)) & 0xFFFF0000u) |
-                                (num::f32_bits(K(pos0 + r, c + 1)) >> 16);
+                     for (int r = 0; r < n; ++r) row[r] = pair_word(K(pos0 + r, c), K(pos0 + r, c + 1));
                    }
                  });
     cache.k_span[li] = num::span_union(
         cache.k_span[li],
         num::bf16_span(K.row(pos0).data(), static_cast<std::size_t>(n) * static_cast<std::size_t>(width)));
-    // V's pair rows t = pos0 / 2 .. (pos0 + n - 1) / 2: the halves of this call's positions (a pair
-    // whose other position comes later or came earlier keeps that half).
+    // V's pair rows t = pos0 / 2 .. (pos0 + n - 1) / 2, from the cache's rows (position 2t may be an
+    // earlier call's); a position not written yet is 0 until the call that writes it.
     std::vector<uint32_t>& vp = cache.v_pairs[li];
     const int t0 = pos0 / 2, t1 = (pos0 + n - 1) / 2;
     parallel_for(
         static_cast<std::size_t>(t1 - t0 + 1), kCacheWriteRows / 2, [&](std::size_t a, std::size_t b) {
           for (int t = t0 + static_cast<int>(a); t < t0 + static_cast<int>(b); ++t) {
             uint32_t* row = vp.data() + static_cast<std::size_t>(t) * static_cast<std::size_t>(width);
-            for (const int j : {2 * t, 2 * t + 1}) {
-              if (j < pos0 || j >= pos0 + n) continue;
-              const uint32_t keep = j % 2 == 0 ? 0x0000FFFFu : 0xFFFF0000u;
-              for (int c = 0; c < width; ++c) {
-                const uint32_t hi = num::f32_bits(V(j, c)) & 0xFFFF0000u;
-                row[c] = (row[c] & keep) | (j % 2 == 0 ? hi : hi >> 16);
-              }
-            }
+            const bool second = 2 * t + 1 < pos0 + n;
+            for (int c = 0; c < width; ++c) row[c] = pair_word(V(2 * t, c), second ? V(2 * t + 1, c) : 0.0f);
           }
         });
     cache.v_span[li] = num::span_union(
@@ -446,8 +445,7 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
           qd[d] = fp8_kv ? num::round_e4m3_sat(q(r, h * hd + d) / qs) : q(r, h * hd + d);
         if (key_pairs) {
           uint32_t* qp = qpv.data() + static_cast<std::size_t>(lane) * static_cast<std::size_t>(hd / 2);
-          for (int t = 0; t < hd / 2; ++t)
-            qp[t] = (num::f32_bits(qd[2 * t]) & 0xFFFF0000u) | (num::f32_bits(qd[2 * t + 1]) >> 16);
+          for (int t = 0; t < hd / 2; ++t) qp[t] = pair_word(qd[2 * t], qd[2 * t + 1]);
           qspan[static_cast<std::size_t>(lane)] = num::bf16_span(qd, static_cast<std::size_t>(hd));
         }
       }
@@ -580,8 +578,7 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
               acc_ok = acc_ok && sums_stay_normal(ap[i], hd);
               uint32_t* w =
                   ppw.data() + static_cast<std::size_t>(i) * static_cast<std::size_t>(chunk / 2 + 1);
-              for (int t = 0; 2 * t < k1 - k0; ++t)
-                w[t] = (num::f32_bits(pk[i][2 * t]) & 0xFFFF0000u) | (num::f32_bits(pk[i][2 * t + 1]) >> 16);
+              for (int t = 0; 2 * t < k1 - k0; ++t) w[t] = pair_word(pk[i][2 * t], pk[i][2 * t + 1]);
               pw[i] = w;
             }
             if (acc_ok && num::bf16_dot_exact(p_span, cache.v_span[li], k1 + 1)) {
