@@ -228,13 +228,8 @@ TEST(AttentionOrder, TiledRowsSplitKvAndGroupsMatchNaive) {
   rlp::set_thread_count(0);
 }
 
-// Scores run as bf16 dot-product steps (vdpbf16ps, which flushes denormal inputs) only where
-// bf16_dot_exact holds for each lane chunk's q and the layer's keys. The last of 20 rows has a q of
-// zeros but for one denormal bf16 value, 2^-127, and key 0 has 2^126 in that component: the fma
-// chain keeps their product, 0.5, the flush would make every score of the row 0 (as q = 0 does).
-// The keys alone pass the check (the other rows' |q| < 2^-7 keep the products' bound), so the
-// row's own q must decline it.
-TEST(AttentionOrder, DotStepsDeclineADenormalQuery) {
+// One layer, one head of 64 dimensions (the dot-product cases below).
+rlp::ModelSpec one_head_spec() {
   rlp::ModelSpec sp;
   sp.hidden = 64;
   sp.intermediate = 8;
@@ -244,12 +239,30 @@ TEST(AttentionOrder, DotStepsDeclineADenormalQuery) {
   sp.head_dim = 64;
   sp.vocab = 8;
   sp.max_positions = 32;
-  const rlp::PreparedWeights w;
+  return sp;
+}
+
+// The training style's attention with bf16 activations and KV cache, blocks of `block` keys.
+rlp::PathStyle bf16_flash_style(int block, bool p_round) {
   rlp::PathStyle st = rlp::default_training_style();
-  st.attn_block = 16;
+  st.attn_block = block;
+  st.attn_p_round = p_round;
   st.attention = rlp::AttentionKind::flash;
   st.kv_cache = rlp::KvCacheDtype::bf16;
   st.act = rlp::num::Half16::bf16;
+  return st;
+}
+
+// Scores run as bf16 dot-product steps (vdpbf16ps, which flushes denormal inputs) only where
+// bf16_dot_exact holds for each lane chunk's q and the layer's keys. The last of 20 rows has a q of
+// zeros but for one denormal bf16 value, 2^-127, and key 0 has 2^126 in that component: the fma
+// chain keeps their product, 0.5, the flush would make every score of the row 0 (as q = 0 does).
+// The keys alone pass the check (the other rows' |q| < 2^-7 keep the products' bound), so the
+// row's own q must decline it.
+TEST(AttentionOrder, DotStepsDeclineADenormalQuery) {
+  const rlp::ModelSpec sp = one_head_spec();
+  const rlp::PathStyle st = bf16_flash_style(16, true);
+  const rlp::PreparedWeights w;  // attention reads no weights
   const EmulatedOps ops(sp, w, st);
   const int T = 20, last = T - 1;
   Mat q = random_bf16(T, 64, 41u), k = random_bf16(T, 64, 42u);
@@ -277,22 +290,9 @@ TEST(AttentionOrder, DotStepsDeclineADenormalQuery) {
 // denormal. The fma chain keeps them; the instruction would flush them (seen failing with the P
 // check forced to pass).
 TEST(AttentionOrder, DotStepsDeclineDenormalProductsInPv) {
-  rlp::ModelSpec sp;
-  sp.hidden = 64;
-  sp.intermediate = 8;
-  sp.layers = 1;
-  sp.heads = 1;
-  sp.kv_heads = 1;
-  sp.head_dim = 64;
-  sp.vocab = 8;
-  sp.max_positions = 32;
+  const rlp::ModelSpec sp = one_head_spec();
+  const rlp::PathStyle st = bf16_flash_style(32, true);
   const rlp::PreparedWeights w;
-  rlp::PathStyle st = rlp::default_training_style();
-  st.attn_block = 32;
-  st.attn_p_round = true;
-  st.attention = rlp::AttentionKind::flash;
-  st.kv_cache = rlp::KvCacheDtype::bf16;
-  st.act = rlp::num::Half16::bf16;
   const EmulatedOps ops(sp, w, st);
   const int T = 20;
   Mat q = Mat::Zero(T, 64), k = Mat::Zero(T, 64), v = random_bf16(T, 64, 44u);

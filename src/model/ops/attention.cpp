@@ -300,6 +300,65 @@ constexpr int kScoreChunk = 128;
 // Rows per task of the cache write (a decode step's one row is written on the caller).
 constexpr std::size_t kCacheWriteRows = 64;
 
+// Rows pos0.. of layer li's cache from this call's k and v (as e4m3 values over their scales for an
+// fp8 cache), then K^T and, where the cache keeps them, the pair words of K^T and V and the spans.
+// Rows in parallel, then K^T by column blocks (each of its rows written in order): a prefill of
+// thousands of positions writes (and first touches) megabytes here; a decode row runs on the caller.
+void write_kv_rows(KvCache& cache, std::size_t li, const HostMat& k, const HostMat& v, int pos0, bool fp8_kv,
+                   float ks, float vs) {
+  HostMat& K = cache.k[li];
+  HostMat& V = cache.v[li];
+  const int n = static_cast<int>(k.rows());
+  const auto grain = [&](int count) {
+    return static_cast<std::size_t>(n) >= kCacheWriteRows ? std::size_t{1} : static_cast<std::size_t>(count);
+  };
+  const int width = static_cast<int>(K.cols());
+  parallel_for(static_cast<std::size_t>(n), kCacheWriteRows, [&](std::size_t r0, std::size_t r1) {
+    for (int r = static_cast<int>(r0); r < static_cast<int>(r1); ++r)
+      for (int c = 0; c < width; ++c) {
+        K(pos0 + r, c) = fp8_kv ? num::round_e4m3_sat(k(r, c) / ks) : k(r, c);
+        V(pos0 + r, c) = fp8_kv ? num::round_e4m3_sat(v(r, c) / vs) : v(r, c);
+      }
+  });
+  HostMat& Kt_w = cache.kt[li];
+  const int col_blocks = (width + kVecFloats - 1) / kVecFloats;
+  parallel_for(static_cast<std::size_t>(col_blocks), grain(col_blocks), [&](std::size_t b0, std::size_t b1) {
+    const int c0 = static_cast<int>(b0) * kVecFloats, c1 = std::min(width, static_cast<int>(b1) * kVecFloats);
+    for (int r = 0; r < n; ++r)
+      for (int c = c0; c < c1; ++c) Kt_w(c, pos0 + r) = K(pos0 + r, c);
+  });
+  if (!cache.kt_pairs.empty()) {
+    // The pair words of the dot-product score kernel, and the span of the keys written so far.
+    std::vector<uint32_t>& pairs = cache.kt_pairs[li];
+    const auto cap = static_cast<std::size_t>(K.rows());
+    parallel_for(static_cast<std::size_t>(width / 2), grain(width / 2), [&](std::size_t p0, std::size_t p1) {
+      for (std::size_t p = p0; p < p1; ++p) {
+        uint32_t* row = pairs.data() + p * cap + static_cast<std::size_t>(pos0);
+        const int c = static_cast<int>(2 * p);
+        for (int r = 0; r < n; ++r) row[r] = pair_word(K(pos0 + r, c), K(pos0 + r, c + 1));
+      }
+    });
+    cache.k_span[li] = num::span_union(
+        cache.k_span[li],
+        num::bf16_span(K.row(pos0).data(), static_cast<std::size_t>(n) * static_cast<std::size_t>(width)));
+    // V's pair rows t = pos0 / 2 .. (pos0 + n - 1) / 2, from the cache's rows (position 2t may be an
+    // earlier call's); a position not written yet is 0 until the call that writes it.
+    std::vector<uint32_t>& vp = cache.v_pairs[li];
+    const int t0 = pos0 / 2, t1 = (pos0 + n - 1) / 2;
+    parallel_for(
+        static_cast<std::size_t>(t1 - t0 + 1), kCacheWriteRows / 2, [&](std::size_t a, std::size_t b) {
+          for (int t = t0 + static_cast<int>(a); t < t0 + static_cast<int>(b); ++t) {
+            uint32_t* row = vp.data() + static_cast<std::size_t>(t) * static_cast<std::size_t>(width);
+            const bool second = 2 * t + 1 < pos0 + n;
+            for (int c = 0; c < width; ++c) row[c] = pair_word(V(2 * t, c), second ? V(2 * t + 1, c) : 0.0f);
+          }
+        });
+    cache.v_span[li] = num::span_union(
+        cache.v_span[li],
+        num::bf16_span(V.row(pos0).data(), static_cast<std::size_t>(n) * static_cast<std::size_t>(width)));
+  }
+}
+
 }  // namespace
 
 // FlashAttention-style attention for the rows of this call against every cached position <= its
@@ -323,58 +382,8 @@ void EmulatedOps::attention(int layer, const Mat& q, const Mat& k, const Mat& v,
   const float qs = fp8_kv ? kv_scales_.q[li] : 1.0f;
   // Cache write. fp8: vLLM stores satfinite_e4m3(x / scale); reads fp8 -> f16 -> f32 (exact) and the
   // kernel folds the scale into the softmax scale (K) and the output (V).
-  // Rows in parallel, then K^T by column blocks (each of its rows written in order); a prefill of
-  // thousands of positions writes (and first touches) megabytes here.
-  const int width = static_cast<int>(K.cols());
-  parallel_for(static_cast<std::size_t>(n), kCacheWriteRows, [&](std::size_t r0, std::size_t r1) {
-    for (int r = static_cast<int>(r0); r < static_cast<int>(r1); ++r)
-      for (int c = 0; c < width; ++c) {
-        K(pos0 + r, c) = fp8_kv ? num::round_e4m3_sat(k(r, c) / ks) : k(r, c);
-        V(pos0 + r, c) = fp8_kv ? num::round_e4m3_sat(v(r, c) / vs) : v(r, c);
-      }
-  });
-  Mat& Kt_w = cache.kt[li];
-  const int col_blocks = (width + kVecFloats - 1) / kVecFloats;
-  parallel_for(static_cast<std::size_t>(col_blocks),
-               static_cast<std::size_t>(n) >= kCacheWriteRows ? 1 : static_cast<std::size_t>(col_blocks),
-               [&](std::size_t b0, std::size_t b1) {
-                 const int c0 = static_cast<int>(b0) * kVecFloats,
-                           c1 = std::min(width, static_cast<int>(b1) * kVecFloats);
-                 for (int r = 0; r < n; ++r)
-                   for (int c = c0; c < c1; ++c) Kt_w(c, pos0 + r) = K(pos0 + r, c);
-               });
-  if (!cache.kt_pairs.empty()) {
-    // The pair words of the dot-product score kernel, and the span of the keys written so far.
-    std::vector<uint32_t>& pairs = cache.kt_pairs[li];
-    const auto cap = static_cast<std::size_t>(K.rows());
-    parallel_for(static_cast<std::size_t>(width / 2),
-                 static_cast<std::size_t>(n) >= kCacheWriteRows ? 1 : 1 << 20,
-                 [&](std::size_t p0, std::size_t p1) {
-                   for (std::size_t p = p0; p < p1; ++p) {
-                     uint32_t* row = pairs.data() + p * cap + static_cast<std::size_t>(pos0);
-                     const int c = static_cast<int>(2 * p);
-                     for (int r = 0; r < n; ++r) row[r] = pair_word(K(pos0 + r, c), K(pos0 + r, c + 1));
-                   }
-                 });
-    cache.k_span[li] = num::span_union(
-        cache.k_span[li],
-        num::bf16_span(K.row(pos0).data(), static_cast<std::size_t>(n) * static_cast<std::size_t>(width)));
-    // V's pair rows t = pos0 / 2 .. (pos0 + n - 1) / 2, from the cache's rows (position 2t may be an
-    // earlier call's); a position not written yet is 0 until the call that writes it.
-    std::vector<uint32_t>& vp = cache.v_pairs[li];
-    const int t0 = pos0 / 2, t1 = (pos0 + n - 1) / 2;
-    parallel_for(
-        static_cast<std::size_t>(t1 - t0 + 1), kCacheWriteRows / 2, [&](std::size_t a, std::size_t b) {
-          for (int t = t0 + static_cast<int>(a); t < t0 + static_cast<int>(b); ++t) {
-            uint32_t* row = vp.data() + static_cast<std::size_t>(t) * static_cast<std::size_t>(width);
-            const bool second = 2 * t + 1 < pos0 + n;
-            for (int c = 0; c < width; ++c) row[c] = pair_word(V(2 * t, c), second ? V(2 * t + 1, c) : 0.0f);
-          }
-        });
-    cache.v_span[li] = num::span_union(
-        cache.v_span[li],
-        num::bf16_span(V.row(pos0).data(), static_cast<std::size_t>(n) * static_cast<std::size_t>(width)));
-  }
+  write_kv_rows(cache, li, k, v, pos0, fp8_kv, ks, vs);
+  const std::ptrdiff_t width = K.cols();
   const float c_log2 = num::attention_exp2_scale(hd, fp8_kv ? qs * ks : 1.0f);
   const int block = std::max(1, style_.attn_block);
   const int partition = style_.attention == AttentionKind::split_kv ? std::max(1, style_.split_kv_partition)
