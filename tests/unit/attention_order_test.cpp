@@ -309,4 +309,54 @@ TEST(AttentionOrder, DotStepsDeclineDenormalProductsInPv) {
   expect_same_bits(out, naive_attention(sp, st, k, v, q, 0), "denormal P.V products");
 }
 
+// The accumulator condition of P.V's dot-product steps: each lane's acc must be 0 or at least
+// 2^-103 (a multiple of 2^-126). Block 0 (keys 0..3, scores 0) leaves acc = 2^(k-110) + 2^(k-130);
+// block 1's keys score S with float(S * c) = k exactly, so alpha = 2^-k and block 1 starts from
+// acc = 2^-110 + 2^-130. Its first product, 1 * -2^-110, passes the span check (e_p + e_v = -110),
+// and the partial sum 2^-130 is denormal: the fma chain keeps it (the last row's output is about
+// 2^-132), the instruction would flush it to 0.
+TEST(AttentionOrder, DotStepsDeclineASmallAccumulator) {
+  const rlp::ModelSpec sp = one_head_spec();
+  const rlp::PathStyle st = bf16_flash_style(4, true);
+  const rlp::PreparedWeights w;
+  const EmulatedOps ops(sp, w, st);
+  const float c = rlp::num::attention_exp2_scale(64, 1.0f);
+  // A score S (a float: three bf16 pieces summed by the score chain of q = (1, 1, 1, 0, ...)) with
+  // float(S * c) an integer k.
+  float S = 0.0f, piece[3] = {};
+  int k = 0;
+  for (int kk = 60; kk < 120 && k == 0; ++kk) {
+    const float target = static_cast<float>(kk) / c;
+    float cand = std::nextafter(target, 0.0f);
+    for (int step = 0; step < 3 && k == 0; ++step, cand = std::nextafter(cand, 1e9f)) {
+      if (cand * c != static_cast<float>(kk)) continue;
+      const float p0 = rlp::num::round_bf16(cand), r = cand - p0, p1 = rlp::num::round_bf16(r), p2 = r - p1;
+      if (rlp::num::round_bf16(p2) != p2 || (p0 + p1) + p2 != cand) continue;
+      S = cand;
+      piece[0] = p0;
+      piece[1] = p1;
+      piece[2] = p2;
+      k = kk;
+    }
+  }
+  ASSERT_GT(k, 0) << "no score with an integer scaled value";
+  const int T = 8;
+  Mat q = Mat::Zero(T, 64), kk = Mat::Zero(T, 64), v = Mat::Zero(T, 64);
+  for (int r = 0; r < T; ++r)
+    for (int d = 0; d < 3; ++d) q(r, d) = 1.0f;
+  for (int j = 4; j < T; ++j)
+    for (int d = 0; d < 3; ++d) kk(j, d) = piece[d];
+  for (int d = 0; d < 64; ++d) {
+    v(0, d) = std::ldexp(1.0f, k - 110);
+    v(1, d) = std::ldexp(1.0f, k - 130);
+    v(4, d) = -std::ldexp(1.0f, -110);
+  }
+  auto cache = ops.new_cache(T);
+  Mat out;
+  ops.attention(0, q, kk, v, 0, cache, out);
+  const Mat ref = naive_attention(sp, st, kk, v, q, 0);
+  EXPECT_NE(ref(T - 1, 0), 0.0f) << "S=" << S << " k=" << k;  // the case this test is about
+  expect_same_bits(out, ref, "small accumulator");
+}
+
 }  // namespace

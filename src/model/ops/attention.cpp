@@ -175,12 +175,15 @@ void key_dots_pairs_lanes(const uint32_t* const*, const float* const*, const uin
 // of 2^-126 too (bf16_dot_exact), every partial sum then is, so it is 0 or normal, and the
 // instruction's flush of denormal inputs and results never applies.
 inline bool sums_stay_normal(const float* a, int n) {
-  uint32_t bad = 0;
+  // Over |a|'s bit patterns u: the smallest nonzero (as u - 1, 0 wrapping to the top) and the
+  // largest, as min/max reductions (branch-free: the loop vectorizes).
+  uint32_t lo = 0xFFFFFFFFu, hi = 0;
   for (int i = 0; i < n; ++i) {
-    const uint32_t u = num::f32_bits(a[i]) & 0x7FFFFFFFu, f = u >> 23;
-    bad |= (u != 0 && (f < 24 || f == 255)) ? 1u : 0u;
+    const uint32_t u = num::f32_bits(a[i]) & 0x7FFFFFFFu;
+    lo = std::min(lo, u - 1u);
+    hi = std::max(hi, u);
   }
-  return bad == 0;
+  return lo >= (24u << 23) - 1u && hi < 0x7F800000u;  // nonzero ones: exponent field 24..254
 }
 
 // The span of a block's rounded P values (bf16, e4m3 or e5m2 values, so bf16 values by
