@@ -117,6 +117,31 @@ void expect_same_bits(const Mat& a, const Mat& b, const std::string& what) {
     }
 }
 
+// One layer, one head of 64 dimensions (the dot-product cases below).
+rlp::ModelSpec one_head_spec() {
+  rlp::ModelSpec sp;
+  sp.hidden = 64;
+  sp.intermediate = 8;
+  sp.layers = 1;
+  sp.heads = 1;
+  sp.kv_heads = 1;
+  sp.head_dim = 64;
+  sp.vocab = 8;
+  sp.max_positions = 32;
+  return sp;
+}
+
+// The training style's attention with bf16 activations and KV cache, blocks of `block` keys.
+rlp::PathStyle bf16_flash_style(int block, bool p_round) {
+  rlp::PathStyle st = rlp::default_training_style();
+  st.attn_block = block;
+  st.attn_p_round = p_round;
+  st.attention = rlp::AttentionKind::flash;
+  st.kv_cache = rlp::KvCacheDtype::bf16;
+  st.act = rlp::num::Half16::bf16;
+  return st;
+}
+
 TEST(AttentionOrder, FastKernelMatchesNaiveStatedOrder) {
   for (const int hd : {8, 24, 64, 80, 136})  // tails, one vector, four vectors, 4 + 1 + tail
     for (const int block : {1, 5, 16, 128})
@@ -136,12 +161,7 @@ TEST(AttentionOrder, FastKernelMatchesNaiveStatedOrder) {
           sp.vocab = 8;
           sp.max_positions = 64;
           const rlp::PreparedWeights w;  // attention reads no weights
-          rlp::PathStyle st = rlp::default_training_style();
-          st.attn_block = block;
-          st.attn_p_round = p_round;
-          st.attention = rlp::AttentionKind::flash;
-          st.kv_cache = rlp::KvCacheDtype::bf16;
-          st.act = rlp::num::Half16::bf16;
+          const rlp::PathStyle st = bf16_flash_style(block, p_round);
           const EmulatedOps ops(sp, w, st);
           const int T = 37, P = 29, width = sp.kv_heads * hd;
           const Mat q = random_bf16(T, sp.heads * hd, 1u + static_cast<unsigned>(hd));
@@ -195,13 +215,9 @@ TEST(AttentionOrder, TiledRowsSplitKvAndGroupsMatchNaive) {
         sp.vocab = 8;
         sp.max_positions = 256;
         const rlp::PreparedWeights w;
-        rlp::PathStyle st = rlp::default_training_style();
-        st.attn_block = cs.block;
-        st.attn_p_round = p_round;
-        st.attention = cs.partition > 0 ? rlp::AttentionKind::split_kv : rlp::AttentionKind::flash;
+        rlp::PathStyle st = bf16_flash_style(cs.block, p_round);
+        if (cs.partition > 0) st.attention = rlp::AttentionKind::split_kv;
         st.split_kv_partition = cs.partition > 0 ? cs.partition : 512;
-        st.kv_cache = rlp::KvCacheDtype::bf16;
-        st.act = rlp::num::Half16::bf16;
         const EmulatedOps ops(sp, w, st);
         const int T = 93, width = sp.kv_heads * cs.hd;
         const unsigned seed = 7u * static_cast<unsigned>(cs.hd + cs.block + cs.partition);
@@ -226,31 +242,6 @@ TEST(AttentionOrder, TiledRowsSplitKvAndGroupsMatchNaive) {
         ASSERT_EQ(r0, T);
       }
   rlp::set_thread_count(0);
-}
-
-// One layer, one head of 64 dimensions (the dot-product cases below).
-rlp::ModelSpec one_head_spec() {
-  rlp::ModelSpec sp;
-  sp.hidden = 64;
-  sp.intermediate = 8;
-  sp.layers = 1;
-  sp.heads = 1;
-  sp.kv_heads = 1;
-  sp.head_dim = 64;
-  sp.vocab = 8;
-  sp.max_positions = 32;
-  return sp;
-}
-
-// The training style's attention with bf16 activations and KV cache, blocks of `block` keys.
-rlp::PathStyle bf16_flash_style(int block, bool p_round) {
-  rlp::PathStyle st = rlp::default_training_style();
-  st.attn_block = block;
-  st.attn_p_round = p_round;
-  st.attention = rlp::AttentionKind::flash;
-  st.kv_cache = rlp::KvCacheDtype::bf16;
-  st.act = rlp::num::Half16::bf16;
-  return st;
 }
 
 // Scores run as bf16 dot-product steps (vdpbf16ps, which flushes denormal inputs) only where

@@ -14,6 +14,8 @@ namespace rlp {
 // Rows are tokens (or a decode step's sequences), columns features; values in float, rounded to the
 // path's formats where the path rounds.
 using HostMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+// bf16 pair words (two bf16 patterns in 32 bits), as the dot-product kernels read them.
+using PairMat = Eigen::Matrix<uint32_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
 // `count` matrices of rows x cols, left uninitialized, each allocated on its own: assign(count,
 // Mat(rows, cols)) would copy one uninitialized matrix into every slot, touching all their pages
@@ -36,11 +38,11 @@ struct KvCache {
   // gemm_f32acc's bf16 steps); with k_span, the span of every key written (a layer's scores use
   // the kernel only when bf16_dot_exact holds for it). Empty where that kernel cannot apply
   // (EmulatedOps::new_cache).
-  std::vector<std::vector<uint32_t>> kt_pairs;
+  std::vector<PairMat> kt_pairs;
   std::vector<num::Bf16Span> k_span;
   // The same for P.V: per layer [ceil(capacity/2) x kv_heads*head_dim], pair row t holding the values
   // of positions 2t (high half) and 2t + 1 (low), and the span of every value written.
-  std::vector<std::vector<uint32_t>> v_pairs;
+  std::vector<PairMat> v_pairs;
   std::vector<num::Bf16Span> v_span;
   int length = 0;  // positions filled
 };

@@ -332,7 +332,7 @@ void write_kv_rows(KvCache& cache, std::size_t li, const HostMat& k, const HostM
   });
   if (!cache.kt_pairs.empty()) {
     // The pair words of the dot-product score kernel, and the span of the keys written so far.
-    std::vector<uint32_t>& pairs = cache.kt_pairs[li];
+    PairMat& pairs = cache.kt_pairs[li];
     const auto cap = static_cast<std::size_t>(K.rows());
     parallel_for(static_cast<std::size_t>(width / 2), grain(width / 2), [&](std::size_t p0, std::size_t p1) {
       for (std::size_t p = p0; p < p1; ++p) {
@@ -346,7 +346,7 @@ void write_kv_rows(KvCache& cache, std::size_t li, const HostMat& k, const HostM
         num::bf16_span(K.row(pos0).data(), static_cast<std::size_t>(n) * static_cast<std::size_t>(width)));
     // V's pair rows t = pos0 / 2 .. (pos0 + n - 1) / 2, from the cache's rows (position 2t may be an
     // earlier call's); a position not written yet is 0 until the call that writes it.
-    std::vector<uint32_t>& vp = cache.v_pairs[li];
+    PairMat& vp = cache.v_pairs[li];
     const int t0 = pos0 / 2, t1 = (pos0 + n - 1) / 2;
     parallel_for(
         static_cast<std::size_t>(t1 - t0 + 1), kCacheWriteRows / 2, [&](std::size_t a, std::size_t b) {

@@ -45,13 +45,9 @@ EmulatedOps::Cache EmulatedOps::new_cache(int capacity) const {
   // Keys that can be bf16 values: bf16 activations, or e4m3 codes in an fp8 cache.
   const bool bf16_keys = style_.act == num::Half16::bf16 || style_.kv_cache == KvCacheDtype::fp8;
   if (bf16_keys && spec_.head_dim % 2 == 0 && num::bf16_dot_kernel_available()) {
-    c.kt_pairs.resize(layers);
-    for (auto& p : c.kt_pairs)
-      p.resize(static_cast<std::size_t>(width / 2) * static_cast<std::size_t>(capacity));
+    c.kt_pairs = sized_mats<PairMat>(layers, width / 2, capacity);
     c.k_span.assign(layers, num::Bf16Span{});
-    c.v_pairs.resize(layers);
-    for (auto& p : c.v_pairs)
-      p.resize(static_cast<std::size_t>((capacity + 1) / 2) * static_cast<std::size_t>(width));
+    c.v_pairs = sized_mats<PairMat>(layers, (capacity + 1) / 2, width);
     c.v_span.assign(layers, num::Bf16Span{});
   }
   return c;
