@@ -1,10 +1,11 @@
-// expf_model over arrays: the model's double arithmetic (libm_detail::exp2_tail with expf's
-// constants) as AVX-512 lanes, each lane the scalar operation (fma stays fused, the table read by a
-// gather), so the bits are the scalar model's.
+// The libm models over arrays: expf_model's double arithmetic (libm_detail::exp2_tail with expf's
+// constants), exp_model's and log_model's main paths as AVX-512 lanes, each lane the scalar
+// operation (fma stays fused, the table read by a gather), so the bits are the scalar model's.
 #include <cstddef>
 #include <cstdint>
 
 #include "rlparity/numerics/libm_model.hpp"
+#include "rlparity/numerics/libm_model_f64.hpp"
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -39,6 +40,78 @@ __m256 exp_tail8(__m256 xf) {
   return _mm512_maskz_cvtpd_ps(all, _mm512_mul_pd(y, s));
 }
 
+__m512d set1(double v) { return _mm512_set1_pd(v); }
+
+// exp_model of 8 doubles with 2^-54 <= |x| < 512 (no special case).
+__m512d exp8(__m512d x) {
+  using namespace libm_detail;
+  const __mmask8 all = 0xFF;
+  const long long* tab = reinterpret_cast<const long long*>(kExpTab);
+  __m512d kd = _mm512_fmadd_pd(x, set1(kExpInvLn2N), set1(kExpShift));
+  const __m512i ki = _mm512_castpd_si512(kd);
+  kd = _mm512_sub_pd(kd, set1(kExpShift));
+  const __m512d r =
+      _mm512_fmadd_pd(kd, set1(kExpNegLn2loN), _mm512_fmadd_pd(kd, set1(kExpNegLn2hiN), x));
+  const __m512i idx = _mm512_maskz_slli_epi64(all, _mm512_and_si512(ki, _mm512_set1_epi64(127)), 1);
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512d tail = _mm512_castsi512_pd(_mm512_mask_i64gather_epi64(zero, all, idx, tab, 8));
+  const __m512i hbits =
+      _mm512_mask_i64gather_epi64(zero, all, _mm512_add_epi64(idx, _mm512_set1_epi64(1)), tab, 8);
+  const __m512d scale = _mm512_castsi512_pd(_mm512_add_epi64(hbits, _mm512_maskz_slli_epi64(all, ki, 45)));
+  const __m512d r2 = _mm512_mul_pd(r, r);
+  const __m512d lo =
+      _mm512_fmadd_pd(_mm512_fmadd_pd(r, set1(kExpC3), set1(kExpC2)), r2, _mm512_add_pd(tail, r));
+  const __m512d tmp = _mm512_fmadd_pd(_mm512_mul_pd(r2, r2), _mm512_fmadd_pd(r, set1(kExpC5), set1(kExpC4)), lo);
+  return _mm512_fmadd_pd(scale, tmp, scale);
+}
+
+// log_model of 8 positive normal doubles outside the near-1 range (the table path).
+__m512d log8(__m512d x) {
+  using namespace libm_detail;
+  const __mmask8 all = 0xFF;
+  const __m512i ix = _mm512_castpd_si512(x);
+  const __m512i tmp = _mm512_sub_epi64(ix, _mm512_set1_epi64(static_cast<long long>(kLogOff)));
+  const __m512i i2 = _mm512_maskz_slli_epi64(
+      all, _mm512_and_si512(_mm512_maskz_srli_epi64(all, tmp, 45), _mm512_set1_epi64(127)), 1);
+  const __m512i k = _mm512_maskz_srai_epi64(all, tmp, 52);
+  const __m512d kd = _mm512_maskz_cvtepi32_pd(all, _mm512_maskz_cvtepi64_epi32(all, k));
+  const __m512d z = _mm512_castsi512_pd(
+      _mm512_sub_epi64(ix, _mm512_and_si512(tmp, _mm512_set1_epi64(static_cast<long long>(0xfffull << 52)))));
+  const __m512d zero = _mm512_setzero_pd();
+  const __m512d invc = _mm512_mask_i64gather_pd(zero, all, i2, kLogTab, 8);
+  const __m512d logc = _mm512_mask_i64gather_pd(zero, all, _mm512_add_epi64(i2, _mm512_set1_epi64(1)), kLogTab, 8);
+  const __m512d r = _mm512_fmadd_pd(z, invc, set1(-1.0));
+  const __m512d w = _mm512_fmadd_pd(kd, set1(kLogLn2hi), logc);
+  const __m512d hi = _mm512_add_pd(w, r);
+  __m512d lo = _mm512_fmadd_pd(kd, set1(kLogLn2lo), _mm512_add_pd(_mm512_sub_pd(w, hi), r));
+  const __m512d r2 = _mm512_mul_pd(r, r), r3 = _mm512_mul_pd(r, r2);
+  lo = _mm512_fmadd_pd(r2, set1(kLogA0), lo);
+  const __m512d q = _mm512_fmadd_pd(_mm512_fmadd_pd(r, set1(kLogA4), set1(kLogA3)), r2,
+                                    _mm512_fmadd_pd(r, set1(kLogA2), set1(kLogA1)));
+  return _mm512_add_pd(_mm512_fmadd_pd(r3, q, lo), hi);
+}
+
+// Lanes of x whose 64-bit patterns u satisfy u - lo < span (unsigned): the main path's range.
+__mmask8 in_range(__m512d x, uint64_t lo, uint64_t span) {
+  const __m512i u = _mm512_sub_epi64(_mm512_castpd_si512(x), _mm512_set1_epi64(static_cast<long long>(lo)));
+  return _mm512_cmplt_epu64_mask(u, _mm512_set1_epi64(static_cast<long long>(span)));
+}
+
+// y = f(x) over n, vec on the lanes that main(x) admits, scalar elsewhere.
+template <class Vec, class Main, class Scalar>
+void map_lanes(const double* x, double* y, std::size_t n, Vec vec, Main main, Scalar scalar) {
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m512d v = _mm512_loadu_pd(x + i);
+    const __mmask8 ok = main(v);
+    _mm512_mask_storeu_pd(y + i, ok, vec(v));
+    if (ok != 0xFF)
+      for (std::size_t j = 0; j < 8; ++j)
+        if (!((ok >> j) & 1)) y[i + j] = scalar(x[i + j]);
+  }
+  for (; i < n; ++i) y[i] = scalar(x[i]);
+}
+
 }  // namespace
 #endif
 
@@ -62,6 +135,34 @@ void expf_model_n(const float* x, float* y, std::size_t n) {
   }
 #endif
   for (; i < n; ++i) y[i] = expf_model(x[i]);
+}
+
+void exp_model_n(const double* x, double* y, std::size_t n) {
+#if defined(__AVX512F__)
+  // |x| in [2^-54, 512): |bits| - bits(2^-54) < bits(512) - bits(2^-54), the sign cleared.
+  const auto main = [](__m512d v) {
+    const __m512d a = _mm512_castsi512_pd(
+        _mm512_and_si512(_mm512_castpd_si512(v), _mm512_set1_epi64(0x7fffffffffffffffll)));
+    return in_range(a, 0x3c90000000000000ull, 0x4080000000000000ull - 0x3c90000000000000ull);
+  };
+  map_lanes(x, y, n, exp8, main, [](double v) { return exp_model(v); });
+#else
+  for (std::size_t i = 0; i < n; ++i) y[i] = exp_model(x[i]);
+#endif
+}
+
+void log_model_n(const double* x, double* y, std::size_t n) {
+#if defined(__AVX512F__)
+  // Positive normal and finite (top 16 bits in [0x0010, 0x7ff0)), outside the near-1 range.
+  const auto main = [](__m512d v) {
+    using namespace libm_detail;
+    return static_cast<__mmask8>(in_range(v, 0x0010000000000000ull, 0x7ff0000000000000ull - 0x0010000000000000ull) &
+                                 ~in_range(v, kLogNearLo, kLogNearHi - kLogNearLo));
+  };
+  map_lanes(x, y, n, log8, main, [](double v) { return log_model(v); });
+#else
+  for (std::size_t i = 0; i < n; ++i) y[i] = log_model(x[i]);
+#endif
 }
 
 }  // namespace rlp::num

@@ -10,6 +10,7 @@
 
 #include "rlparity/numerics/formats.hpp"
 #include "rlparity/numerics/host_device.hpp"
+#include "rlparity/numerics/libm_model_f64.hpp"
 
 namespace rlp::num {
 
@@ -103,22 +104,20 @@ struct FullVocabSums {
 
   RLP_HD static double weighted_diff(double p, double a, double b) { return p == 0.0 ? 0.0 : p * (a - b); }
 
+  // pg = exp(lg), pt = exp(lt) and lm = log(m) with m = (pg + pt)/2 (exp_model and log_model, glibc's
+  // algorithms on host and device alike: libm_model_f64.hpp).
+  RLP_HD static double mean_of(double pg, double pt) { return 0.5 * (pg + pt); }
   RLP_HD void add(double lg, double lt) {
-#if defined(__CUDA_ARCH__)
-    const double pg = ::exp(lg), pt = ::exp(lt);
-#else
-    const double pg = std::exp(lg), pt = std::exp(lt);
-#endif
+    const double pg = exp_model(lg), pt = exp_model(lt);
+    add_terms(lg, lt, pg, pt, pg != 0.0 || pt != 0.0 ? log_model(mean_of(pg, pt)) : 0.0);
+  }
+  // The same with the transcendentals given (the host computes them eight lanes at a time); lm is
+  // read only when pg or pt is non-zero (then m > 0).
+  RLP_HD void add_terms(double lg, double lt, double pg, double pt, double lm) {
     kl_gen_train += weighted_diff(pg, lg, lt);
     kl_train_gen += weighted_diff(pt, lt, lg);
     entropy_gen -= weighted_diff(pg, lg, 0.0);
-    // log m with m = (p_g + p_t)/2; only needed (and then m > 0) when one of the weights is non-zero.
     if (pg != 0.0 || pt != 0.0) {
-#if defined(__CUDA_ARCH__)
-      const double lm = ::log(0.5 * (pg + pt));
-#else
-      const double lm = std::log(0.5 * (pg + pt));
-#endif
       js_gen += weighted_diff(pg, lg, lm);
       js_train += weighted_diff(pt, lt, lm);
     }
