@@ -97,9 +97,9 @@ std::size_t attention_scratch_floats(const AttentionParams& p);
 // models: bit-identical to EmulatedOps::logprobs' log-softmax.
 void log_softmax(float* x, int rows, int cols, bool exact = false);
 // Per row of the log-prob matrices lg, lt [rows x vocab]: KL(g||t), KL(t||g), H(g), JS in double
-// (exp/log of double), written to out[row * 4 + {0,1,2,3}]; block tree reduction over the vocab.
-// The same terms as rlp::full_vocab_stats (token_metrics.cpp; num::FullVocabSums), in another
-// summation order.
+// (exp_model/log_model of double: glibc's algorithms, libm_model_f64.hpp), written to
+// out[row * 4 + {0,1,2,3}]; block tree reduction over the vocab. The same terms (the same functions) as
+// rlp::full_vocab_stats (token_metrics.cpp; num::FullVocabSums), in another summation order.
 void full_vocab_kl(const float* lg, const float* lt, int rows, int vocab, double* out);
 
 // ---- GEMM helpers (gemm_epilogue.cu) -----------------------------------------------------------
