@@ -50,8 +50,7 @@ __m512d exp8(__m512d x) {
   __m512d kd = _mm512_fmadd_pd(x, set1(kExpInvLn2N), set1(kExpShift));
   const __m512i ki = _mm512_castpd_si512(kd);
   kd = _mm512_sub_pd(kd, set1(kExpShift));
-  const __m512d r =
-      _mm512_fmadd_pd(kd, set1(kExpNegLn2loN), _mm512_fmadd_pd(kd, set1(kExpNegLn2hiN), x));
+  const __m512d r = _mm512_fmadd_pd(kd, set1(kExpNegLn2loN), _mm512_fmadd_pd(kd, set1(kExpNegLn2hiN), x));
   const __m512i idx = _mm512_maskz_slli_epi64(all, _mm512_and_si512(ki, _mm512_set1_epi64(127)), 1);
   const __m512i zero = _mm512_setzero_si512();
   const __m512d tail = _mm512_castsi512_pd(_mm512_mask_i64gather_epi64(zero, all, idx, tab, 8));
@@ -61,7 +60,8 @@ __m512d exp8(__m512d x) {
   const __m512d r2 = _mm512_mul_pd(r, r);
   const __m512d lo =
       _mm512_fmadd_pd(_mm512_fmadd_pd(r, set1(kExpC3), set1(kExpC2)), r2, _mm512_add_pd(tail, r));
-  const __m512d tmp = _mm512_fmadd_pd(_mm512_mul_pd(r2, r2), _mm512_fmadd_pd(r, set1(kExpC5), set1(kExpC4)), lo);
+  const __m512d tmp =
+      _mm512_fmadd_pd(_mm512_mul_pd(r2, r2), _mm512_fmadd_pd(r, set1(kExpC5), set1(kExpC4)), lo);
   return _mm512_fmadd_pd(scale, tmp, scale);
 }
 
@@ -79,7 +79,8 @@ __m512d log8(__m512d x) {
       _mm512_sub_epi64(ix, _mm512_and_si512(tmp, _mm512_set1_epi64(static_cast<long long>(0xfffull << 52)))));
   const __m512d zero = _mm512_setzero_pd();
   const __m512d invc = _mm512_mask_i64gather_pd(zero, all, i2, kLogTab, 8);
-  const __m512d logc = _mm512_mask_i64gather_pd(zero, all, _mm512_add_epi64(i2, _mm512_set1_epi64(1)), kLogTab, 8);
+  const __m512d logc =
+      _mm512_mask_i64gather_pd(zero, all, _mm512_add_epi64(i2, _mm512_set1_epi64(1)), kLogTab, 8);
   const __m512d r = _mm512_fmadd_pd(z, invc, set1(-1.0));
   const __m512d w = _mm512_fmadd_pd(kd, set1(kLogLn2hi), logc);
   const __m512d hi = _mm512_add_pd(w, r);
@@ -156,8 +157,9 @@ void log_model_n(const double* x, double* y, std::size_t n) {
   // Positive normal and finite (top 16 bits in [0x0010, 0x7ff0)), outside the near-1 range.
   const auto main = [](__m512d v) {
     using namespace libm_detail;
-    return static_cast<__mmask8>(in_range(v, 0x0010000000000000ull, 0x7ff0000000000000ull - 0x0010000000000000ull) &
-                                 ~in_range(v, kLogNearLo, kLogNearHi - kLogNearLo));
+    return static_cast<__mmask8>(
+        in_range(v, 0x0010000000000000ull, 0x7ff0000000000000ull - 0x0010000000000000ull) &
+        ~in_range(v, kLogNearLo, kLogNearHi - kLogNearLo));
   };
   map_lanes(x, y, n, log8, main, [](double v) { return log_model(v); });
 #else

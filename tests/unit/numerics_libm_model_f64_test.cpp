@@ -60,9 +60,9 @@ double model_log(double x) { return rlp::num::log_model(x); }
 TEST(NumericsLibmModelF64, ExpMatchesHost) {
   std::vector<double> xs;
   for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 1021) xs.push_back(bits_f32(static_cast<uint32_t>(u)));
-  for (const auto& [lo, hi, seed] : {std::tuple{-1.0, 0.0, 1}, std::tuple{-40.0, 40.0, 2},
-                                     std::tuple{-760.0, -500.0, 3}, std::tuple{500.0, 720.0, 4},
-                                     std::tuple{-0x1p-50, 0x1p-50, 5}, std::tuple{-1100.0, 1100.0, 6}}) {
+  for (const auto& [lo, hi, seed] :
+       {std::tuple{-1.0, 0.0, 1}, std::tuple{-40.0, 40.0, 2}, std::tuple{-760.0, -500.0, 3},
+        std::tuple{500.0, 720.0, 4}, std::tuple{-0x1p-50, 0x1p-50, 5}, std::tuple{-1100.0, 1100.0, 6}}) {
     const std::vector<double> more = uniform(lo, hi, 400000, static_cast<uint64_t>(seed));
     xs.insert(xs.end(), more.begin(), more.end());
   }
@@ -76,9 +76,9 @@ TEST(NumericsLibmModelF64, ExpMatchesHost) {
 // exps, random bit patterns.
 TEST(NumericsLibmModelF64, LogMatchesHost) {
   std::vector<double> xs = uniform(0.0, 2.0, 800000, 11);
-  for (const auto& [lo, hi, seed] : {std::tuple{1.0 - 0x1p-4, 1.0 + 0x1.09p-4, 12},
-                                     std::tuple{0.9374, 0.9376, 13}, std::tuple{1.0645, 1.0649, 14},
-                                     std::tuple{1.0 - 0x1p-30, 1.0 + 0x1p-30, 15}}) {
+  for (const auto& [lo, hi, seed] :
+       {std::tuple{1.0 - 0x1p-4, 1.0 + 0x1.09p-4, 12}, std::tuple{0.9374, 0.9376, 13},
+        std::tuple{1.0645, 1.0649, 14}, std::tuple{1.0 - 0x1p-30, 1.0 + 0x1p-30, 15}}) {
     const std::vector<double> more = uniform(lo, hi, 400000, static_cast<uint64_t>(seed));
     xs.insert(xs.end(), more.begin(), more.end());
   }
@@ -90,7 +90,8 @@ TEST(NumericsLibmModelF64, LogMatchesHost) {
   xs.insert(xs.end(), pats.begin(), pats.end());
   // Inputs where one fusion changes the result (a search of 4e8 random doubles): r^3 q + lo
   // unfused on the table path; poly r^3 + lo unfused near 1.
-  for (const double x : {0x1.23e105836e39p-2, 0x1.080ef112f3c97p+0, 0x1.0f910384901b1p+0, 0x1.f6ccb4efb52bcp-1})
+  for (const double x :
+       {0x1.23e105836e39p-2, 0x1.080ef112f3c97p+0, 0x1.0f910384901b1p+0, 0x1.f6ccb4efb52bcp-1})
     xs.push_back(x);
   EXPECT_EQ(mismatches("log", xs, model_log, host_log), 0u);
 }
