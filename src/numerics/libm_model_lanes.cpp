@@ -140,11 +140,12 @@ void expf_model_n(const float* x, float* y, std::size_t n) {
 
 void exp_model_n(const double* x, double* y, std::size_t n) {
 #if defined(__AVX512F__)
-  // |x| in [2^-54, 512): |bits| - bits(2^-54) < bits(512) - bits(2^-54), the sign cleared.
+  // exp_model's main path: the top 12 bits of |x| in [kExpMainTopLo, kExpMainTopHi).
   const auto main = [](__m512d v) {
     const __m512d a = _mm512_castsi512_pd(
         _mm512_and_si512(_mm512_castpd_si512(v), _mm512_set1_epi64(0x7fffffffffffffffll)));
-    return in_range(a, 0x3c90000000000000ull, 0x4080000000000000ull - 0x3c90000000000000ull);
+    using namespace libm_detail;
+    return in_range(a, uint64_t{kExpMainTopLo} << 52, uint64_t{kExpMainTopHi - kExpMainTopLo} << 52);
   };
   map_lanes(x, y, n, exp8, main, [](double v) { return exp_model(v); });
 #else
@@ -154,11 +155,11 @@ void exp_model_n(const double* x, double* y, std::size_t n) {
 
 void log_model_n(const double* x, double* y, std::size_t n) {
 #if defined(__AVX512F__)
-  // Positive normal and finite (top 16 bits in [0x0010, 0x7ff0)), outside the near-1 range.
+  // log_model's table path: top 16 bits in [kLogMainTopLo, kLogMainTopHi), outside the near-1 range.
   const auto main = [](__m512d v) {
     using namespace libm_detail;
     return static_cast<__mmask8>(
-        in_range(v, 0x0010000000000000ull, 0x7ff0000000000000ull - 0x0010000000000000ull) &
+        in_range(v, uint64_t{kLogMainTopLo} << 48, uint64_t{kLogMainTopHi - kLogMainTopLo} << 48) &
         ~in_range(v, kLogNearLo, kLogNearHi - kLogNearLo));
   };
   map_lanes(x, y, n, log8, main, [](double v) { return log_model(v); });

@@ -199,6 +199,10 @@ constexpr double kLogB0 = -0x1.0000000000000p-1, kLogB1 = 0x1.5555555555577p-2,
 constexpr uint64_t kLogOff = 0x3fe6000000000000ull;
 // log's near-1 range: bits(1 - 2^-4) <= bits(x) < bits(1 + 0x1.09p-4).
 constexpr uint64_t kLogNearLo = 0x3fee000000000000ull, kLogNearHi = 0x3ff1090000000000ull;
+// The main paths' ranges, shared by the scalar models and their lanes: exp's |x| in [2^-54, 512) by
+// its top 12 bits; log's positive normal finite x by its top 16 bits.
+constexpr uint32_t kExpMainTopLo = 0x3c9u, kExpMainTopHi = 0x408u;
+constexpr uint32_t kLogMainTopLo = 0x0010u, kLogMainTopHi = 0x7ff0u;
 
 // exp's polynomial: tail + r + r^2 (C2 + r C3) + r^4 (C4 + r C5), fused as the FMA build does.
 RLP_HD double exp_poly(double r, double tail) {
@@ -267,9 +271,9 @@ RLP_HD double exp_model(double x) {
   const uint64_t ux = f64_bits(x);
   const uint32_t abstop = static_cast<uint32_t>(ux >> 52) & 0x7ffu;
   bool rescale = false;
-  if (abstop - 0x3c9u >= 0x408u - 0x3c9u) {              // |x| < 2^-54 or |x| >= 512 (or inf, NaN)
-    if (abstop - 0x3c9u >= 0x80000000u) return 1.0 + x;  // |x| < 2^-54
-    if (abstop >= 0x409u) {                              // |x| >= 1024
+  if (abstop - kExpMainTopLo >= kExpMainTopHi - kExpMainTopLo) {  // |x| < 2^-54 or |x| >= 512 (or inf, NaN)
+    if (abstop - kExpMainTopLo >= 0x80000000u) return 1.0 + x;    // |x| < 2^-54
+    if (abstop > kExpMainTopHi) {                                 // |x| >= 1024
       if (ux == 0xfff0000000000000ull) return 0.0;
       if (abstop >= 0x7ffu) return 1.0 + x;                       // inf, NaN
       return (ux >> 63) ? 0.0 : bits_f64(0x7ff0000000000000ull);  // underflow, overflow
@@ -294,7 +298,7 @@ RLP_HD double log_model(double x) {
   uint64_t ix = f64_bits(x);
   if (ix - kLogNearLo < kLogNearHi - kLogNearLo) return ix == 0x3ff0000000000000ull ? 0.0 : log_near_one(x);
   const uint32_t top = static_cast<uint32_t>(ix >> 48);
-  if (top - 0x0010u >= 0x7ff0u - 0x0010u) {                    // subnormal, zero, negative, inf, NaN
+  if (top - kLogMainTopLo >= kLogMainTopHi - kLogMainTopLo) {  // subnormal, zero, negative, inf, NaN
     if (ix * 2 == 0) return -bits_f64(0x7ff0000000000000ull);  // -inf
     if (ix == 0x7ff0000000000000ull) return x;
     if ((top & 0x8000u) || (top & 0x7ff0u) == 0x7ff0u) {
